@@ -1,0 +1,320 @@
+"""Streaming float64 first and second moments of named blocks of features.
+
+Every linear similarity measure in lmsim (linear CKA, SVCCA, PWCCA, neuronsim, mixedsim,
+the LMD ridge fits, RegMean's Gram matrices, neuron correlations) is a function of the
+means and (cross-)covariances of activations. :class:`Moments` accumulates them in one
+streaming pass, chunk by chunk, on the device the chunks live on, so memory grows with
+the total width squared and never with the number of samples.
+
+Numerical stability: each chunk is centred on its own mean and merged with the running
+state by the pairwise update of Chan, Golub & LeVeque (1979), so large common offsets
+(e.g. a bias of 1e6 on every neuron) do not cancel catastrophically as they would with
+raw sums of squares.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+
+__all__ = ["Moments"]
+
+
+def _as_float64(x, device: torch.device) -> torch.Tensor:
+    if isinstance(x, np.ndarray):
+        x = torch.from_numpy(np.ascontiguousarray(x))
+    elif not isinstance(x, torch.Tensor):
+        x = torch.as_tensor(x)
+    return x.to(device=device, dtype=torch.float64)
+
+
+class Moments:
+    """Float64 count, mean and co-moment matrix of the concatenation of named blocks.
+
+    The state is ``n`` (samples seen), ``mean`` of shape ``(D,)`` and the centred
+    co-moment ``M = sum_i (x_i - mean)(x_i - mean)^T`` of shape ``(D, D)``, where
+    ``D = sum(dims.values())`` and ``x_i`` is the concatenation of one sample's blocks
+    in the order of ``dims``. Covariances between any two blocks are slices of ``M``.
+
+    Parameters
+    ----------
+    dims : mapping of str to int
+        Block name to width, e.g. ``{"minilm-l6/layer.0": 384, ...}``. The order fixes
+        the layout of the joint matrix.
+    device : str or torch.device, default="cpu"
+        Where the state lives and where chunks are reduced (a GPU keeps activations
+        there: they are never copied to the host just to be summed).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> mom = Moments({"a": 3, "b": 2})
+    >>> for _ in range(4):
+    ...     mom.update({"a": rng.normal(size=(50, 3)), "b": rng.normal(size=(50, 2))})
+    >>> mom.n, tuple(mom.cov("a", "b").shape)
+    (200, (3, 2))
+    """
+
+    def __init__(self, dims: Mapping[str, int], device: str | torch.device = "cpu"):
+        if not dims:
+            raise ValueError("`dims` must name at least one block, got an empty mapping")
+        for name, width in dims.items():
+            if not isinstance(name, str) or int(width) <= 0:
+                raise ValueError(f"block {name!r} must have a positive integer width, got {width!r}")
+        self.dims: dict[str, int] = {name: int(width) for name, width in dims.items()}
+        self.device = torch.device(device)
+        self._offsets: dict[str, slice] = {}
+        start = 0
+        for name, width in self.dims.items():
+            self._offsets[name] = slice(start, start + width)
+            start += width
+        self.n = 0
+        self._mean = torch.zeros(start, dtype=torch.float64, device=self.device)
+        self._comoment = torch.zeros(start, start, dtype=torch.float64, device=self.device)
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_arrays(
+        cls, acts: Mapping[str, np.ndarray | torch.Tensor], device: str | torch.device = "cpu"
+    ) -> Moments:
+        """Moments of raw activations ``{name: (n_samples, d_name)}`` in one call."""
+        mom = cls({name: _width(name, x) for name, x in acts.items()}, device=device)
+        mom.update(acts)
+        return mom
+
+    @property
+    def names(self) -> list[str]:
+        """Block names in layout order."""
+        return list(self.dims)
+
+    @property
+    def total_dim(self) -> int:
+        """Width ``D`` of the joint feature vector."""
+        return int(self._mean.shape[0])
+
+    def __repr__(self) -> str:
+        blocks = ", ".join(f"{k}: {v}" for k, v in list(self.dims.items())[:4])
+        more = f", ... ({len(self.dims)} blocks)" if len(self.dims) > 4 else ""
+        return f"Moments(n={self.n}, {{{blocks}{more}}}, device={self.device})"
+
+    # ------------------------------------------------------------------ accumulation
+    def update(self, acts: Mapping[str, np.ndarray | torch.Tensor]) -> Moments:
+        """Add a chunk of samples, one array ``(n_chunk, d_name)`` per block.
+
+        Every block must be present with the same number of rows. Non-finite values
+        raise (a silent NaN would poison every statistic derived later).
+        """
+        missing = [name for name in self.dims if name not in acts]
+        if missing:
+            raise KeyError(f"chunk is missing blocks {missing}; expected all of {self.names}")
+        extra = [name for name in acts if name not in self.dims]
+        if extra:
+            raise KeyError(f"chunk has unknown blocks {extra}; this accumulator holds {self.names}")
+        rows = {name: _rows(name, acts[name]) for name in self.dims}
+        if len(set(rows.values())) != 1:
+            raise ValueError(f"all blocks of a chunk must have the same n_samples, got {rows}")
+        parts = []
+        for name, width in self.dims.items():
+            x = _as_float64(acts[name], self.device)
+            if x.ndim != 2 or x.shape[1] != width:
+                raise ValueError(
+                    f"block {name!r} must have shape (n_samples, {width}), got {tuple(x.shape)}"
+                )
+            parts.append(x)
+        chunk = torch.cat(parts, dim=1)
+        if chunk.shape[0] == 0:
+            return self
+        if not torch.isfinite(chunk).all():
+            bad = [n for n, p in zip(self.dims, parts, strict=True) if not torch.isfinite(p).all()]
+            raise ValueError(
+                f"non-finite activations (NaN or Inf) in blocks {bad}; with fp16 this is usually "
+                "overflow: extract in bfloat16 or float32 instead"
+            )
+        n_b = chunk.shape[0]
+        mean_b = chunk.mean(dim=0)
+        centred = chunk - mean_b
+        self._merge_state(n_b, mean_b, centred.T @ centred)
+        return self
+
+    def _merge_state(self, n_b: int, mean_b: torch.Tensor, comoment_b: torch.Tensor) -> None:
+        n_a = self.n
+        if n_a == 0:
+            self._mean = mean_b.clone()
+            self._comoment = comoment_b.clone()
+            self.n = n_b
+            return
+        n = n_a + n_b
+        delta = mean_b - self._mean
+        self._mean = self._mean + delta * (n_b / n)
+        self._comoment = self._comoment + comoment_b + torch.outer(delta, delta) * (n_a * n_b / n)
+        self.n = n
+
+    def merge(self, other: Moments) -> Moments:
+        """Return the moments of the union of both sample sets (neither is modified).
+
+        Equal to accumulating the concatenated data: the hook for sharding extraction
+        across devices or machines (e.g. ``torch.distributed`` all-gather of states).
+        """
+        if not isinstance(other, Moments):
+            raise TypeError(f"can only merge Moments, got {type(other).__name__}")
+        if other.dims != self.dims:
+            raise ValueError(
+                "cannot merge moments of different blocks: "
+                f"{self.names} (widths {list(self.dims.values())}) vs "
+                f"{other.names} (widths {list(other.dims.values())})"
+            )
+        out = self.copy()
+        if other.n:
+            out._merge_state(other.n, other._mean.to(out.device), other._comoment.to(out.device))
+        return out
+
+    __add__ = merge
+
+    @classmethod
+    def merge_all(cls, parts: Iterable[Moments]) -> Moments:
+        """Merge an iterable of accumulators with identical blocks."""
+        parts = list(parts)
+        if not parts:
+            raise ValueError("`parts` is empty: nothing to merge")
+        out = parts[0].copy()
+        for part in parts[1:]:
+            if part.n:
+                out._merge_state(part.n, part._mean.to(out.device), part._comoment.to(out.device))
+        return out
+
+    def copy(self) -> Moments:
+        out = Moments(self.dims, device=self.device)
+        out.n = self.n
+        out._mean = self._mean.clone()
+        out._comoment = self._comoment.clone()
+        return out
+
+    def to(self, device: str | torch.device) -> Moments:
+        """Return a copy on another device."""
+        out = Moments(self.dims, device=device)
+        out.n = self.n
+        out._mean = self._mean.to(out.device)
+        out._comoment = self._comoment.to(out.device)
+        return out
+
+    def subset(self, names: Sequence[str]) -> Moments:
+        """Moments of a subset of blocks, in the given order."""
+        self._check_names(names)
+        out = Moments({name: self.dims[name] for name in names}, device=self.device)
+        index = torch.cat(
+            [torch.arange(self._offsets[n].start, self._offsets[n].stop) for n in names]
+        ).to(self.device)
+        out.n = self.n
+        out._mean = self._mean[index].clone()
+        out._comoment = self._comoment[index][:, index].clone()
+        return out
+
+    def rename(self, mapping: Mapping[str, str]) -> Moments:
+        """Return a copy whose blocks are renamed by ``mapping`` (others kept)."""
+        out = Moments({mapping.get(k, k): v for k, v in self.dims.items()}, device=self.device)
+        out.n, out._mean, out._comoment = self.n, self._mean.clone(), self._comoment.clone()
+        return out
+
+    # ------------------------------------------------------------------ statistics
+    def _check_names(self, names: Iterable[str]) -> None:
+        unknown = [name for name in names if name not in self.dims]
+        if unknown:
+            raise KeyError(f"unknown blocks {unknown}; available: {self.names}")
+
+    def _index(self, names: str | Sequence[str]) -> slice | torch.Tensor:
+        if isinstance(names, str):
+            self._check_names([names])
+            return self._offsets[names]
+        self._check_names(names)
+        return torch.cat(
+            [torch.arange(self._offsets[n].start, self._offsets[n].stop) for n in names]
+        ).to(self.device)
+
+    def mean(self, names: str | Sequence[str]) -> torch.Tensor:
+        """Mean of one block, or of several concatenated, shape ``(d,)``."""
+        self._require(1)
+        return self._mean[self._index(names)]
+
+    def comoment(self, a: str | Sequence[str], b: str | Sequence[str] | None = None) -> torch.Tensor:
+        """Centred co-moment ``Xcᵀ Yc`` of blocks ``a`` and ``b``, shape ``(d_a, d_b)``."""
+        ia = self._index(a)
+        ib = ia if b is None else self._index(b)
+        return self._comoment[ia][:, ib]
+
+    def cov(
+        self, a: str | Sequence[str], b: str | Sequence[str] | None = None, ddof: int = 1
+    ) -> torch.Tensor:
+        """Covariance ``Xcᵀ Yc / (n - ddof)`` of blocks ``a`` and ``b``, shape ``(d_a, d_b)``.
+
+        ``a`` and ``b`` may each be one name or a list of names (concatenated).
+        """
+        self._require(ddof + 1)
+        return self.comoment(a, b) / (self.n - ddof)
+
+    def gram(self, a: str | Sequence[str], b: str | Sequence[str] | None = None) -> torch.Tensor:
+        """Uncentred Gram matrix ``Xᵀ Y = Xcᵀ Yc + n mean_x mean_yᵀ``, shape ``(d_a, d_b)``."""
+        self._require(1)
+        b_ = a if b is None else b
+        return self.comoment(a, b_) + self.n * torch.outer(self.mean(a), self.mean(b_))
+
+    def var(self, name: str | Sequence[str], ddof: int = 1) -> torch.Tensor:
+        """Per-feature variance, shape ``(d,)``."""
+        self._require(ddof + 1)
+        index = self._index(name)
+        return self._comoment.diagonal()[index] / (self.n - ddof)
+
+    def _require(self, n_min: int) -> None:
+        if self.n < n_min:
+            raise ValueError(
+                f"need at least {n_min} samples for this statistic, have {self.n}; "
+                "accumulate more data (increase the sample count)"
+            )
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path: str | Path) -> None:
+        """Save to a safetensors file (block layout and count in its metadata)."""
+        from safetensors.torch import save_file
+
+        import json
+
+        meta = {"n": str(self.n), "dims": json.dumps(list(self.dims.items()))}
+        save_file(
+            {"mean": self._mean.cpu().contiguous(), "comoment": self._comoment.cpu().contiguous()},
+            str(path),
+            metadata=meta,
+        )
+
+    @classmethod
+    def load(cls, path: str | Path, device: str | torch.device = "cpu") -> Moments:
+        """Load moments saved by :meth:`save`."""
+        import json
+
+        from safetensors import safe_open
+
+        with safe_open(str(path), framework="pt") as handle:
+            meta = handle.metadata()
+            mean = handle.get_tensor("mean")
+            comoment = handle.get_tensor("comoment")
+        out = cls(dict(json.loads(meta["dims"])), device=device)
+        out.n = int(meta["n"])
+        out._mean = mean.to(out.device, torch.float64)
+        out._comoment = comoment.to(out.device, torch.float64)
+        return out
+
+
+def _rows(name: str, x) -> int:
+    shape = tuple(x.shape)
+    if len(shape) != 2:
+        raise ValueError(f"block {name!r} must be 2-D (n_samples, d), got shape {shape}")
+    return int(shape[0])
+
+
+def _width(name: str, x) -> int:
+    shape = tuple(x.shape)
+    if len(shape) != 2:
+        raise ValueError(f"block {name!r} must be 2-D (n_samples, d), got shape {shape}")
+    return int(shape[1])
