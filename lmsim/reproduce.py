@@ -1,0 +1,718 @@
+"""Execute the book's notebooks with papermill under a named profile.
+
+The manifest ``notebooks/runs.yml`` lists every chapter (``slug``, ``title``) and its
+notebooks in order; each notebook entry may override parameters per profile::
+
+    chapters:
+      - slug: zhang2022_lmd
+        title: "Language model decomposition (Zhang et al., 2022)"
+        notebooks:
+          - name: 01_decomposition
+            default: {models: [minilm-l6, smollm2-135m], n_train: 2000}
+            paper: {models: [bert-base-uncased, roberta-base]}
+
+The parameters cell of each source notebook holds the *smoke* values, so the ``smoke``
+profile overrides nothing. ``default`` writes the executed pages the book renders
+(``book/<slug>/<name>.ipynb``); ``smoke`` and ``paper`` write under ``_build/<profile>/``.
+Notebooks whose parameters cell declares ``profile`` receive the profile's name.
+
+Each notebook runs with its *source folder* (``notebooks/<slug>/``) as the working
+directory, as when it is opened in Jupyter or run by nbval, so relative paths behave the
+same everywhere. The kernel sees ``LMSIM_ZOO_PROFILE`` (smoke → ``smoke``, default →
+``default``, paper → ``gpu``), which selects the size of the offline model zoo.
+
+Every executed notebook records its provenance: ``metadata["lmsim"]`` holds the profile,
+parameters, package versions, device, wall time, date and source path, and a markdown
+cell after the title says the same in words.
+
+Usage::
+
+    python -m lmsim.reproduce --profile default [--only SLUG ...] [--output-dir DIR]
+    python -m lmsim.reproduce --profile smoke -p n_train 100
+    python -m lmsim.reproduce --list
+    python -m lmsim.reproduce --write-toc
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import datetime as dt
+import json
+import os
+import platform
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+__all__ = [
+    "PROFILES",
+    "ZOO_PROFILES",
+    "NotebookRun",
+    "RunResult",
+    "find_root",
+    "load_manifest",
+    "output_dir_for",
+    "declared_parameters",
+    "plan_runs",
+    "execute_run",
+    "add_provenance",
+    "build_toc",
+    "chapter_status_markdown",
+    "write_toc",
+    "main",
+]
+
+PROFILES: tuple[str, ...] = ("smoke", "default", "paper")
+ZOO_PROFILES: dict[str, str] = {"smoke": "smoke", "default": "default", "paper": "gpu"}
+MANIFEST = Path("notebooks") / "runs.yml"
+PROVENANCE_TAG = "lmsim-provenance"
+INJECTED_TAG = "injected-parameters"
+_CHAPTER_KEYS = {"slug", "title", "notebooks"}
+# The five papers the book sets out to reproduce; the slugs are their BibTeX keys.
+PLANNED_CHAPTERS: dict[str, str] = {
+    "zhang2022_lmd": "Language model decomposition",
+    "wu2020_similarity": "Similarity analysis of contextual word representations",
+    "jin2023_regmean": "Dataless knowledge fusion by merging weights (RegMean)",
+    "thesis2022_redundancy": "Distillation and redundancy",
+    "he2022_twotower": "Spontaneous emerging preference in a two-tower language model",
+}
+
+
+@dataclass(frozen=True)
+class NotebookRun:
+    """One notebook to execute: where it is, where it goes, what it is given.
+
+    Attributes
+    ----------
+    slug : str
+        The chapter's slug (a BibTeX key, e.g. ``"zhang2022_lmd"``).
+    name : str
+        The notebook's file stem, e.g. ``"01_decomposition"``.
+    source : Path
+        The source notebook, ``notebooks/<slug>/<name>.ipynb``.
+    output : Path
+        Where the executed notebook is written.
+    parameters : dict
+        What papermill injects: the profile's overrides (plus ``profile`` when the
+        notebook declares it, plus command-line overrides).
+    """
+
+    slug: str
+    name: str
+    source: Path
+    output: Path
+    parameters: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.slug}/{self.name}"
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """Outcome of one :class:`NotebookRun`: ``ok``, wall time and, on failure, the error."""
+
+    run: NotebookRun
+    ok: bool
+    wall_time_s: float
+    error: str | None = None
+
+
+# ---------------------------------------------------------------------------- manifest
+def find_root(start: str | Path | None = None) -> Path:
+    """Return the repository root: the first folder from ``start`` upwards with a manifest.
+
+    Parameters
+    ----------
+    start : str or Path, optional
+        Where to start looking; the current directory by default.
+    """
+    here = Path(start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / MANIFEST).is_file():
+            return folder
+    package_root = Path(__file__).resolve().parents[1]
+    if (package_root / MANIFEST).is_file():
+        return package_root
+    raise FileNotFoundError(
+        f"no {MANIFEST} found in {here} or its parents; run from the lmsim repository "
+        "or pass --root"
+    )
+
+
+def load_manifest(path: str | Path) -> dict[str, Any]:
+    """Read and validate ``runs.yml``.
+
+    Parameters
+    ----------
+    path : str or Path
+        The manifest file.
+
+    Returns
+    -------
+    dict
+        ``{"profiles": {name: description}, "chapters": [chapter, ...]}`` where each chapter
+        is ``{"slug", "title", "notebooks": [{"name", <profile>: {...}}, ...]}``.
+
+    Raises
+    ------
+    ValueError
+        When a chapter or notebook entry is malformed; the message names the entry.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"manifest {str(path)!r} does not exist")
+    data = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(data, dict):
+        raise ValueError(f"manifest {str(path)!r} must be a mapping, got {type(data).__name__}")
+    chapters = data.get("chapters") or []
+    if not isinstance(chapters, list):
+        raise ValueError(f"`chapters` in {str(path)!r} must be a list of chapter mappings")
+    seen: set[str] = set()
+    for index, chapter in enumerate(chapters):
+        where = f"chapter #{index} in {str(path)!r}"
+        if not isinstance(chapter, dict) or "slug" not in chapter:
+            raise ValueError(f"{where} must be a mapping with a `slug`, got {chapter!r}")
+        slug = chapter["slug"]
+        if slug in seen:
+            raise ValueError(f"chapter slug {slug!r} appears twice in {str(path)!r}")
+        seen.add(slug)
+        unknown = set(chapter) - _CHAPTER_KEYS
+        if unknown:
+            raise ValueError(
+                f"chapter {slug!r} has unknown keys {sorted(unknown)}; "
+                f"allowed: {sorted(_CHAPTER_KEYS)}"
+            )
+        notebooks = chapter.setdefault("notebooks", []) or []
+        chapter["notebooks"] = notebooks
+        chapter.setdefault("title", slug)
+        names: set[str] = set()
+        for entry in notebooks:
+            if not isinstance(entry, dict) or "name" not in entry:
+                raise ValueError(
+                    f"a notebook entry of chapter {slug!r} must be a mapping with a `name`, "
+                    f"got {entry!r}"
+                )
+            if entry["name"] in names:
+                raise ValueError(f"notebook {entry['name']!r} appears twice in chapter {slug!r}")
+            names.add(entry["name"])
+            for key, value in entry.items():
+                if key == "name":
+                    continue
+                if key not in PROFILES:
+                    raise ValueError(
+                        f"notebook {slug}/{entry['name']} has key {key!r}, which is not a "
+                        f"profile; use one of {list(PROFILES)}"
+                    )
+                if value is not None and not isinstance(value, dict):
+                    raise ValueError(
+                        f"the {key!r} overrides of {slug}/{entry['name']} must be a mapping "
+                        f"of parameter names to values, got {value!r}"
+                    )
+    data["chapters"] = chapters
+    data.setdefault("profiles", {name: "" for name in PROFILES})
+    return data
+
+
+def output_dir_for(profile: str, root: str | Path, output_dir: str | Path | None = None) -> Path:
+    """Return the folder that receives ``<slug>/<name>.ipynb`` for ``profile``.
+
+    ``default`` → ``book/``; ``smoke`` and ``paper`` → ``_build/<profile>/``; an explicit
+    ``output_dir`` wins.
+    """
+    _check_profile(profile)
+    if output_dir is not None:
+        return Path(output_dir)
+    root = Path(root)
+    return root / "book" if profile == "default" else root / "_build" / profile
+
+
+def declared_parameters(source: str | Path) -> dict[str, dict[str, Any]]:
+    """Return the parameters declared in a notebook's ``parameters`` cell.
+
+    Returns
+    -------
+    dict
+        Name → ``{"name", "inferred_type_name", "default", "help"}`` as
+        :func:`papermill.inspect_notebook` reports them (``default`` is source text).
+    """
+    import papermill
+
+    return dict(papermill.inspect_notebook(str(source)))
+
+
+def _check_profile(profile: str) -> None:
+    if profile not in PROFILES:
+        raise ValueError(f"unknown profile {profile!r}; choose one of {list(PROFILES)}")
+
+
+def _literal(text: str) -> Any:
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def plan_runs(
+    manifest: Mapping[str, Any],
+    profile: str,
+    root: str | Path,
+    only: Sequence[str] | None = None,
+    output_dir: str | Path | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> list[NotebookRun]:
+    """Turn the manifest into the list of notebooks to execute, validating everything first.
+
+    Parameters
+    ----------
+    manifest : mapping
+        As returned by :func:`load_manifest`.
+    profile : {"smoke", "default", "paper"}
+        Selects the overrides and the output folder.
+    root : str or Path
+        The repository root (holds ``notebooks/``).
+    only : sequence of str, optional
+        Chapter slugs to keep (all chapters by default).
+    output_dir : str or Path, optional
+        Overrides the profile's output folder.
+    overrides : mapping, optional
+        Parameters applied after the profile's, to every selected notebook that declares
+        them (the ``-p NAME VALUE`` options).
+
+    Raises
+    ------
+    ValueError
+        Unknown profile or slug; a manifest or command-line parameter the notebook does not
+        declare (the message lists the declared ones).
+    FileNotFoundError
+        A notebook listed in the manifest is missing on disk.
+    """
+    _check_profile(profile)
+    root = Path(root)
+    chapters = list(manifest.get("chapters", []))
+    slugs = [chapter["slug"] for chapter in chapters]
+    if only:
+        unknown = [slug for slug in only if slug not in slugs]
+        if unknown:
+            raise ValueError(
+                f"unknown chapter slug(s) {unknown} in --only; the manifest has {slugs}"
+            )
+        chapters = [chapter for chapter in chapters if chapter["slug"] in set(only)]
+    out_root = output_dir_for(profile, root, output_dir)
+    overrides = dict(overrides or {})
+    runs: list[NotebookRun] = []
+    used_overrides: set[str] = set()
+    for chapter in chapters:
+        slug = chapter["slug"]
+        for entry in chapter["notebooks"]:
+            name = entry["name"]
+            source = root / "notebooks" / slug / f"{name}.ipynb"
+            if not source.is_file():
+                raise FileNotFoundError(
+                    f"notebook {slug}/{name} is listed in {MANIFEST} but {source} does not "
+                    "exist; add the notebook or remove its entry"
+                )
+            declared = declared_parameters(source)
+            params = dict(entry.get(profile) or {}) if profile != "smoke" else {}
+            undeclared = sorted(set(params) - set(declared))
+            if undeclared:
+                raise ValueError(
+                    f"{MANIFEST} sets parameter(s) {undeclared} for {slug}/{name} (profile "
+                    f"{profile!r}) but {source} does not declare them in its parameters "
+                    f"cell; declared: {sorted(declared)}"
+                )
+            for key, value in overrides.items():
+                if key in declared:
+                    params[key] = value
+                    used_overrides.add(key)
+            if "profile" in declared:
+                params["profile"] = profile
+            output = out_root / slug / f"{name}.ipynb"
+            runs.append(NotebookRun(slug, name, source, output, params))
+    unused = sorted(set(overrides) - used_overrides)
+    if unused and runs:
+        raise ValueError(
+            f"parameter(s) {unused} given with -p are declared by none of the selected "
+            "notebooks; check the spelling with `papermill --help-notebook NOTEBOOK`"
+        )
+    return runs
+
+
+# --------------------------------------------------------------------------- execution
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return str(Path(path).resolve().relative_to(Path(root).resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _versions() -> dict[str, str]:
+    from importlib import metadata
+
+    versions = {"python": platform.python_version()}
+    for package in ("lmsim", "torch", "transformers", "numpy"):
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            versions[package] = "not installed"
+    return versions
+
+
+def _device() -> str:
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            return f"cuda ({torch.cuda.get_device_name(0)})"
+    except ImportError:
+        pass
+    return f"cpu ({os.cpu_count()} cores)"
+
+
+def _format_value(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _format_seconds(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, secs = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{int(minutes)} min {secs:.0f} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{int(hours)} h {int(minutes)} min"
+
+
+def provenance_text(info: Mapping[str, Any]) -> str:
+    """The provenance sentence inserted after the title of an executed notebook."""
+    params = ", ".join(
+        f"`{name}={_format_value(value)}`" for name, value in info["parameters"].items()
+    )
+    versions = ", ".join(f"{name} {version}" for name, version in info["versions"].items())
+    status = "" if info.get("status", "ok") == "ok" else " **(execution FAILED)**"
+    return (
+        f"Executed with profile `{info['profile']}` on {info['date']} in "
+        f"{_format_seconds(info['wall_time_s'])} ({info['device']}){status}; "
+        f"parameters: {params or 'none'}; versions: {versions}."
+    )
+
+
+def _title_index(cells: list) -> int:
+    for index, cell in enumerate(cells):
+        if cell.get("cell_type") == "markdown" and cell.get("source", "").lstrip().startswith("#"):
+            return index
+        if cell.get("cell_type") == "code":
+            break
+    return -1
+
+
+def add_provenance(path: str | Path, info: Mapping[str, Any]) -> None:
+    """Record ``info`` in ``metadata["lmsim"]`` of the notebook at ``path`` and describe it
+    in a markdown cell (tagged ``lmsim-provenance``) right after the title cell.
+
+    Parameters
+    ----------
+    path : str or Path
+        An executed notebook; rewritten in place.
+    info : mapping
+        ``profile, parameters, overrides, versions, device, wall_time_s, date, source,
+        status``.
+    """
+    import nbformat
+
+    nb = nbformat.read(str(path), as_version=4)
+    nb.metadata["lmsim"] = dict(info)
+    nb.cells = [
+        cell for cell in nb.cells if PROVENANCE_TAG not in cell.get("metadata", {}).get("tags", [])
+    ]
+    cell = nbformat.v4.new_markdown_cell(provenance_text(info), metadata={"tags": [PROVENANCE_TAG]})
+    nb.cells.insert(_title_index(nb.cells) + 1, cell)
+    nbformat.write(nb, str(path))
+
+
+def execute_run(
+    run: NotebookRun,
+    profile: str,
+    root: str | Path,
+    progress_bar: bool = True,
+    log_output: bool = False,
+) -> RunResult:
+    """Execute one notebook with papermill and stamp its provenance.
+
+    The kernel's working directory is the source notebook's folder and its environment has
+    ``LMSIM_ZOO_PROFILE`` set from ``profile``. A failing notebook is still written (with the
+    traceback in its outputs and ``status: "failed"`` in its provenance).
+    """
+    import papermill
+
+    _check_profile(profile)
+    root = Path(root)
+    run.output.parent.mkdir(parents=True, exist_ok=True)
+    declared = declared_parameters(run.source)
+    effective = {name: _literal(spec["default"]) for name, spec in declared.items()}
+    effective.update(run.parameters)
+    previous = os.environ.get("LMSIM_ZOO_PROFILE")
+    os.environ["LMSIM_ZOO_PROFILE"] = ZOO_PROFILES[profile]
+    error = None
+    start = time.perf_counter()
+    try:
+        papermill.execute_notebook(
+            str(run.source),
+            str(run.output),
+            parameters=dict(run.parameters),
+            kernel_name="python3",
+            cwd=str(run.source.parent),
+            progress_bar=progress_bar,
+            log_output=log_output,
+        )
+    except Exception as exc:  # papermill raises PapermillExecutionError, kernels others
+        error = f"{type(exc).__name__}: {exc}".strip()
+    finally:
+        wall = time.perf_counter() - start
+        if previous is None:
+            os.environ.pop("LMSIM_ZOO_PROFILE", None)
+        else:
+            os.environ["LMSIM_ZOO_PROFILE"] = previous
+    source = _relative(run.source, root)
+    info = {
+        "profile": profile,
+        "parameters": effective,
+        "overrides": dict(run.parameters),
+        "versions": _versions(),
+        "device": _device(),
+        "wall_time_s": round(wall, 3),
+        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "source": source,
+        "status": "ok" if error is None else "failed",
+    }
+    if run.output.is_file():
+        add_provenance(run.output, info)
+    return RunResult(run, error is None, wall, error)
+
+
+# --------------------------------------------------------------------------------- toc
+def _executed_pages(manifest: Mapping[str, Any], root: Path) -> list[tuple[dict, list[str]]]:
+    present = []
+    for chapter in manifest.get("chapters", []):
+        slug = chapter["slug"]
+        names = [
+            entry["name"]
+            for entry in chapter["notebooks"]
+            if (root / "book" / slug / f"{entry['name']}.ipynb").is_file()
+        ]
+        if names:
+            present.append((chapter, names))
+    return present
+
+
+def build_toc(manifest: Mapping[str, Any], root: str | Path) -> dict[str, Any]:
+    """The Jupyter Book table of contents for the chapters whose executed pages exist.
+
+    A chapter appears only when at least one of its notebooks has an executed page in
+    ``book/<slug>/``, so the book never links a page that was not computed. Its entry is
+    ``book/<slug>/index`` (the chapter's prose) with the executed notebooks as sections;
+    without an ``index.md`` the first executed notebook heads the chapter.
+    ``book/zoo.md``, when present, is listed before the chapters.
+    """
+    root = Path(root)
+    chapters = []
+    if (root / "book" / "zoo.md").is_file():
+        chapters.append({"file": "book/zoo"})
+    for chapter, names in _executed_pages(manifest, root):
+        slug = chapter["slug"]
+        files = [f"book/{slug}/{name}" for name in names]
+        if (root / "book" / slug / "index.md").is_file():
+            head, sections = f"book/{slug}/index", files
+        else:
+            head, sections = files[0], files[1:]
+        entry: dict[str, Any] = {"file": head}
+        if sections:
+            entry["sections"] = [{"file": file} for file in sections]
+        chapters.append(entry)
+    toc: dict[str, Any] = {"format": "jb-book", "root": "book/intro"}
+    if chapters:
+        toc["parts"] = [{"caption": "Chapters", "chapters": chapters}]
+    return toc
+
+
+def chapter_status_markdown(manifest: Mapping[str, Any], root: str | Path) -> str:
+    """A markdown table of every planned and listed chapter and whether it is in the book.
+
+    Chapters with executed pages link to their first page; the others say "planned" or
+    "listed, not yet executed", so the introduction never claims a chapter that was not
+    computed.
+    """
+    root = Path(root)
+    present = {chapter["slug"]: names for chapter, names in _executed_pages(manifest, root)}
+    listed = {chapter["slug"]: chapter for chapter in manifest.get("chapters", [])}
+    slugs = list(dict.fromkeys([*PLANNED_CHAPTERS, *listed]))
+    lines = [
+        "% Generated by `python -m lmsim.reproduce --write-toc`; do not edit.",
+        "",
+        "| Chapter | Paper | Status |",
+        "| --- | --- | --- |",
+    ]
+    for slug in slugs:
+        title = listed[slug]["title"] if slug in listed else PLANNED_CHAPTERS[slug]
+        if slug in present:
+            index = root / "book" / slug / "index.md"
+            head = f"/book/{slug}/index" if index.is_file() else f"/book/{slug}/{present[slug][0]}"
+            n_total = len(listed[slug]["notebooks"])
+            status = f"in the book ({len(present[slug])} of {n_total} notebooks executed)"
+            cell = f"{{doc}}`{title} <{head}>`"
+        else:
+            status = "listed, not yet executed" if slug in listed else "planned"
+            cell = title
+        lines.append(
+            f"| {cell} | {{cite:t}}`{slug}` | {status} |"
+            if slug in PLANNED_CHAPTERS
+            else f"| {cell} | | {status} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def write_toc(manifest: Mapping[str, Any], root: str | Path) -> Path:
+    """Write :func:`build_toc`'s result to ``<root>/_toc.yml`` and the chapter status table
+    (:func:`chapter_status_markdown`) to ``<root>/book/_chapters.md``; return the toc path.
+    """
+    root = Path(root)
+    header = (
+        "# Generated by `python -m lmsim.reproduce --write-toc` from notebooks/runs.yml:\n"
+        "# only chapters whose executed pages exist under book/ are listed. Do not edit.\n"
+    )
+    path = root / "_toc.yml"
+    path.write_text(header + yaml.safe_dump(build_toc(manifest, root), sort_keys=False))
+    (root / "book").mkdir(exist_ok=True)
+    (root / "book" / "_chapters.md").write_text(chapter_status_markdown(manifest, root))
+    return path
+
+
+# --------------------------------------------------------------------------------- CLI
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m lmsim.reproduce",
+        description="Execute the book's notebooks (notebooks/runs.yml) with papermill.",
+    )
+    parser.add_argument(
+        "--profile",
+        default="default",
+        help=f"one of {list(PROFILES)} (default: default, the book's pages)",
+    )
+    parser.add_argument(
+        "--only", nargs="+", action="extend", metavar="SLUG", help="run only these chapters"
+    )
+    parser.add_argument("--output-dir", type=Path, help="write executed notebooks here instead")
+    parser.add_argument("--root", type=Path, help="repository root (found from the cwd)")
+    parser.add_argument("--list", action="store_true", help="list chapters and notebooks, exit")
+    parser.add_argument(
+        "--write-toc", action="store_true", help="write _toc.yml from the manifest and exit"
+    )
+    parser.add_argument(
+        "-p",
+        "--parameter",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("NAME", "VALUE"),
+        help="override a parameter in every selected notebook that declares it; VALUE is "
+        "YAML (e.g. -p models '[minilm-l6, smollm2-135m]')",
+    )
+    parser.add_argument("--log-output", action="store_true", help="stream notebook output")
+    parser.add_argument("--no-progress", action="store_true", help="hide papermill's bars")
+    return parser
+
+
+def _list(manifest: Mapping[str, Any], profile: str, root: Path) -> None:
+    print("profiles:")
+    for name, text in manifest.get("profiles", {}).items():
+        print(f"  {name}: {text}")
+    print("chapters:")
+    if not manifest["chapters"]:
+        print("  (none yet)")
+    for chapter in manifest["chapters"]:
+        print(f"  {chapter['slug']}: {chapter['title']}")
+        for entry in chapter["notebooks"]:
+            params = entry.get(profile) or {}
+            extra = f"  {profile}: {params}" if params and profile != "smoke" else ""
+            print(f"    {entry['name']}{extra}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command-line entry point; returns the exit status (0 when every notebook ran)."""
+    args = _parser().parse_args(argv)
+    try:
+        _check_profile(args.profile)
+        root = (args.root or find_root()).resolve()
+        manifest = load_manifest(root / MANIFEST)
+        if args.list:
+            _list(manifest, args.profile, root)
+            return 0
+        if args.write_toc:
+            path = write_toc(manifest, root)
+            n_chapters = len(_executed_pages(manifest, root))
+            print(f"wrote {path} ({n_chapters} chapter(s) with executed pages)")
+            return 0
+        overrides = {name: yaml.safe_load(value) for name, value in args.parameter}
+        runs = plan_runs(manifest, args.profile, root, args.only, args.output_dir, overrides)
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if not runs:
+        print(f"no notebooks in {MANIFEST} for profile {args.profile!r}; nothing to do")
+    results = []
+    for index, run in enumerate(runs, 1):
+        print(f"[{index}/{len(runs)}] {run.key} -> {run.output}", flush=True)
+        result = execute_run(
+            run, args.profile, root, progress_bar=not args.no_progress, log_output=args.log_output
+        )
+        if not result.ok:
+            print(f"FAILED {run.source} (output: {run.output}): {result.error}", file=sys.stderr)
+        results.append(result)
+    _summarise(results, args.profile, root)
+    failed = [result for result in results if not result.ok]
+    if failed:
+        print(
+            f"{len(failed)} notebook(s) failed: "
+            + ", ".join(f"{result.run.source} -> {result.run.output}" for result in failed),
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+def _summarise(results: Sequence[RunResult], profile: str, root: Path) -> Path | None:
+    if not results:
+        return None
+    width = max(len(result.run.key) for result in results)
+    print(f"\nwall time per notebook (profile {profile}):")
+    for result in results:
+        flag = "ok" if result.ok else "FAILED"
+        print(f"  {result.run.key:<{width}}  {_format_seconds(result.wall_time_s):>12}  {flag}")
+    total = sum(result.wall_time_s for result in results)
+    print(f"  {'total':<{width}}  {_format_seconds(total):>12}")
+    path = root / "_build" / f"{profile}_times.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    times = json.loads(path.read_text()) if path.is_file() else {}
+    times.update(
+        {
+            result.run.key: {
+                "wall_time_s": round(result.wall_time_s, 3),
+                "status": "ok" if result.ok else "failed",
+                "output": _relative(result.run.output, root),
+            }
+            for result in results
+        }
+    )
+    path.write_text(json.dumps(times, indent=2) + "\n")
+    return path
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,582 @@
+"""Tests of lmsim.extract on tiny random models saved and reloaded via ``from_pretrained``.
+
+Every pooled value is checked against a naive reference: one sentence at a time, no
+padding, pooling written out from its definition.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from tokenizers import (
+    Tokenizer,
+    decoders,
+    models,
+    normalizers,
+    pre_tokenizers,
+    processors,
+    trainers,
+)
+from torch import nn
+from transformers import (
+    AutoModel,
+    AutoTokenizer,
+    BertConfig,
+    BertModel,
+    GPT2Config,
+    GPT2LMHeadModel,
+    LlamaConfig,
+    LlamaModel,
+    PreTrainedTokenizerFast,
+)
+
+from lmsim import extract as ex
+from lmsim.extract import (
+    extract_activations,
+    extract_attentions,
+    extract_linear_grams,
+    extract_moments,
+    record_outputs,
+    scoped_hooks,
+)
+from lmsim.moments import Moments
+
+CORPUS = [
+    "the cat sat on the mat",
+    "a dog barked loudly at the unbelievable postman",
+    "colourless green ideas sleep furiously",
+    "she sells sea shells by the sea shore",
+    "interpretability of language models is hard",
+    "tokenisation splits uncommon words into subwords",
+    "the quick brown fox jumps over the lazy dog",
+    "representations of different networks are compared",
+]
+TEXTS = [
+    "the cat sat",
+    "a dog barked loudly at the unbelievable postman on the mat",
+    "green ideas",
+    "sea shells by the sea shore sleep furiously",
+    "interpretability is hard",
+    "uncommon subwords",
+    "the quick brown fox jumps over the lazy dog and the cat",
+    "networks",
+    "the mat",
+]
+SENTENCES = [t.split() for t in TEXTS]
+
+
+# ---------------------------------------------------------------------- tiny models
+def _wordpiece_tokenizer():
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.WordPiece()
+    # A small vocabulary so that longer words split into several subwords.
+    trainer = trainers.WordPieceTrainer(
+        vocab_size=90, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    )
+    tok.train_from_iterator(CORPUS * 3, trainer)
+    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+    )
+
+
+def _bytelevel_tokenizer():
+    tok = Tokenizer(models.BPE())
+    # GPT-2's own setting: no prefix space, so pre-split words need handling.
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=330,
+        special_tokens=["<|endoftext|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    tok.train_from_iterator(CORPUS * 3, trainer)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token="<|endoftext|>", bos_token="<|endoftext|>"
+    )
+
+
+def _save_load(model, tokenizer, path):
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return AutoModel.from_pretrained(path).eval(), AutoTokenizer.from_pretrained(path)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """``{"bert": (model, tokenizer), "gpt2": ..., "llama": ...}``, reloaded from disk."""
+    root = tmp_path_factory.mktemp("tiny")
+    wp, bl = _wordpiece_tokenizer(), _bytelevel_tokenizer()
+    small = dict(num_hidden_layers=2, num_attention_heads=2, intermediate_size=32)
+    torch.manual_seed(0)
+    bert = BertModel(
+        BertConfig(vocab_size=wp.vocab_size, hidden_size=16, max_position_embeddings=64, **small)
+    )
+    gpt2 = GPT2LMHeadModel(
+        GPT2Config(vocab_size=bl.vocab_size, n_embd=12, n_layer=3, n_head=2, n_positions=64)
+    )
+    llama = LlamaModel(
+        LlamaConfig(
+            vocab_size=bl.vocab_size,
+            hidden_size=16,
+            num_key_value_heads=1,
+            max_position_embeddings=64,
+            **small,
+        )
+    )
+    return {
+        "bert": _save_load(bert, wp, root / "bert"),
+        "gpt2": _save_load(gpt2, bl, root / "gpt2"),
+        "llama": _save_load(llama, bl, root / "llama"),
+    }
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    """Tiny models gain nothing from threads, and on a loaded shared machine OpenMP
+    synchronisation makes two threads ~20x slower than one."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+@pytest.fixture(autouse=True)
+def _cache_in_tmp(tmp_path, monkeypatch):
+    monkeypatch.setenv("LMSIM_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+KW = dict(device="cpu", progress=False)
+
+
+# ---------------------------------------------------------------------- references
+def _states(model, ids: list[int]) -> list[np.ndarray]:
+    """Hidden states of one unpadded sequence: list over layers of (T, d)."""
+    with torch.no_grad():
+        out = model(input_ids=torch.tensor([ids]), output_hidden_states=True)
+    return [h[0].double().numpy() for h in out.hidden_states]
+
+
+def _word_pieces(tokenizer, words: list[str], kind: str) -> tuple[list[int], list]:
+    """Token ids and word index per token built word by word, independently of
+    ``is_split_into_words``: BERT adds [CLS] ... [SEP], the byte-level tokenizer nothing
+    but a space before every word (as in running text)."""
+    ids, owner = [], []
+    for j, word in enumerate(words):
+        piece = tokenizer((" " if kind == "gpt2" else "") + word, add_special_tokens=False)
+        ids += piece["input_ids"]
+        owner += [j] * len(piece["input_ids"])
+    if kind == "bert":
+        ids = [tokenizer.cls_token_id, *ids, tokenizer.sep_token_id]
+        owner = [None, *owner, None]
+    return ids, owner
+
+
+def _hooks_from(model: nn.Module, module_name: str) -> list:
+    """Forward (pre-)hooks on ``model`` defined in module ``module_name`` (transformers 5
+    installs and keeps its own output-recording hooks, which are not ours to remove)."""
+    return [
+        fn
+        for m in model.modules()
+        for fn in [*m._forward_hooks.values(), *m._forward_pre_hooks.values()]
+        if getattr(fn, "__module__", None) == module_name
+    ]
+
+
+# ---------------------------------------------------------------------- mean pooling
+@pytest.mark.parametrize("kind", ["bert", "gpt2", "llama"])
+def test_mean_pooling_equals_unpadded_loop(tiny, kind):
+    model, tok = tiny[kind]
+    acts = extract_activations({kind: (model, tok)}, TEXTS, batch_size=4, **KW)
+    n_layers = model.config.num_hidden_layers
+    assert sorted(acts) == sorted(f"{kind}/layer.{i}" for i in range(n_layers + 1))
+    for i, text in enumerate(TEXTS):
+        states = _states(model, tok(text)["input_ids"])
+        for layer, h in enumerate(states):
+            np.testing.assert_allclose(acts[f"{kind}/layer.{layer}"][i], h.mean(0), atol=1e-5)
+
+
+def test_paper_compat_padding_divides_by_padded_length(tiny):
+    model, tok = tiny["bert"]
+    pair = {"bert": (model, tok)}
+    kw = dict(layers="last", max_length=40, batch_size=3, **KW)
+    textbook = extract_activations(pair, TEXTS, **kw)["bert/layer.2"]
+    paper = extract_activations(pair, TEXTS, paper_compat_padding=True, **kw)["bert/layer.2"]
+    for i, text in enumerate(TEXTS):
+        ids = tok(text)["input_ids"]
+        h = _states(model, ids)[-1]
+        np.testing.assert_allclose(paper[i], h.sum(0) / 40, atol=1e-5)
+        np.testing.assert_allclose(paper[i] * 40 / len(ids), textbook[i], atol=1e-5)
+    assert not np.allclose(paper, textbook, atol=1e-3)
+    with pytest.raises(ValueError, match="max_length=T"):
+        extract_activations(pair, TEXTS, paper_compat_padding=True, **KW)
+
+
+def test_raw_order_restored_after_length_sorting(tiny):
+    model, tok = tiny["gpt2"]
+    pair = {"g": (model, tok)}
+    perm = np.random.default_rng(0).permutation(len(TEXTS))
+    base = extract_activations(pair, TEXTS, layers=[-1], batch_size=2, **KW)["g/layer.3"]
+    permuted = extract_activations(pair, [TEXTS[i] for i in perm], layers=[-1], batch_size=3, **KW)
+    np.testing.assert_allclose(permuted["g/layer.3"], base[perm], atol=1e-5)
+    lengths = [len(tok(t)["input_ids"]) for t in TEXTS]
+    assert lengths != sorted(lengths) and lengths != sorted(lengths, reverse=True)
+
+
+# ---------------------------------------------------------------------- words and tokens
+@pytest.mark.parametrize("subword", ["last", "first", "mean"])
+@pytest.mark.parametrize("kind", ["bert", "gpt2"])
+def test_word_pooling_matches_manual_word_ids(tiny, kind, subword):
+    model, tok = tiny[kind]
+    acts = extract_activations(
+        {kind: (model, tok)}, SENTENCES, pooling="word", subword=subword, batch_size=4, **KW
+    )
+    n_layers = model.config.num_hidden_layers
+    row = 0
+    n_multi = 0
+    for words in SENTENCES:
+        ids, owner = _word_pieces(tok, words, kind)
+        states = _states(model, ids)
+        for j in range(len(words)):
+            pos = [t for t, w in enumerate(owner) if w == j]
+            n_multi += len(pos) > 1
+            pick = {"last": pos[-1:], "first": pos[:1], "mean": pos}[subword]
+            for layer in range(n_layers + 1):
+                expected = states[layer][pick].mean(0)
+                np.testing.assert_allclose(acts[f"{kind}/layer.{layer}"][row], expected, atol=1e-5)
+            row += 1
+    assert row == acts[f"{kind}/layer.0"].shape[0]
+    assert n_multi > 5  # the tiny vocabularies really split words
+
+
+def test_bytelevel_words_get_a_prefix_space_without_changing_the_tokenizer(tiny):
+    _, tok = tiny["gpt2"]
+    words = ["the", "unbelievable", "postman"]
+    fixed = ex._word_tokenizer(tok)
+    split = fixed(words, is_split_into_words=True)["input_ids"]
+    assert split == tok(" the unbelievable postman")["input_ids"]
+    assert tok.backend_tokenizer.pre_tokenizer.add_prefix_space is False
+
+
+def test_word_rows_align_across_different_tokenizers(tiny):
+    pairs = {"bert": tiny["bert"], "gpt2": tiny["gpt2"]}
+    n_words = sum(len(s) for s in SENTENCES)
+    n_tokens = [sum(len(tok(t)["input_ids"]) for t in TEXTS) for _, tok in pairs.values()]
+    assert len(set(n_tokens)) == 2  # the two tokenizers really differ
+    acts = extract_activations(pairs, SENTENCES, pooling="word", layers="last", **KW)
+    assert {k: v.shape for k, v in acts.items()} == {
+        "bert/layer.2": (n_words, 16),
+        "gpt2/layer.3": (n_words, 12),
+    }
+    mom = extract_moments(pairs, SENTENCES, pooling="word", layers="last", cache=False, **KW)
+    assert mom.n == n_words
+
+
+def test_token_pooling_rows_and_tokenizer_check(tiny):
+    model, tok = tiny["gpt2"]
+    llama, _ = tiny["llama"]
+    pairs = {"gpt2": (model, tok), "llama": (llama, tok)}
+    acts = extract_activations(pairs, TEXTS, pooling="token", layers=[0, -1], batch_size=4, **KW)
+    for i, text in enumerate(TEXTS[:3]):
+        ids = tok(text)["input_ids"]
+        start = sum(len(tok(t)["input_ids"]) for t in TEXTS[:i])
+        np.testing.assert_allclose(
+            acts["llama/layer.2"][start : start + len(ids)], _states(llama, ids)[-1], atol=1e-5
+        )
+    assert acts["gpt2/layer.0"].shape[0] == sum(len(tok(t)["input_ids"]) for t in TEXTS)
+    with pytest.raises(ValueError, match="tokenise identically"):
+        extract_activations(
+            {"bert": tiny["bert"], "gpt2": tiny["gpt2"]}, TEXTS, pooling="token", **KW
+        )
+
+
+# ---------------------------------------------------------------------- moments
+@pytest.mark.parametrize("pooling", ["mean", "word"])
+def test_moments_equal_moments_of_raw_activations(tiny, pooling):
+    pairs = {"bert": tiny["bert"], "gpt2": tiny["gpt2"]}
+    texts = SENTENCES if pooling == "word" else TEXTS
+    kw = dict(pooling=pooling, layers={"bert": "all", "gpt2": [1, -1]}, batch_size=2, **KW)
+    # One shard: the same length-sorted batches as extract_activations, so the forward
+    # passes are identical and only the accumulation differs.
+    mom, shards = extract_moments(
+        pairs, texts, shard_size=99, cache=False, return_shards=True, **kw
+    )
+    acts = extract_activations(pairs, texts, **kw)
+    assert mom.names == [
+        "bert/layer.0",
+        "bert/layer.1",
+        "bert/layer.2",
+        "gpt2/layer.1",
+        "gpt2/layer.3",
+    ]
+    assert len(shards) == 1
+    ref = Moments.from_arrays(acts)
+    assert mom.n == ref.n
+    torch.testing.assert_close(mom.mean(mom.names), ref.mean(ref.names), atol=1e-8, rtol=0)
+    torch.testing.assert_close(mom.cov(mom.names), ref.cov(ref.names), atol=1e-8, rtol=0)
+    # Several shards batch differently (float32 forward noise only) and merge exactly.
+    sharded, parts = extract_moments(
+        pairs, texts, shard_size=4, cache=False, return_shards=True, **kw
+    )
+    assert len(parts) == 3
+    assert sum(p.n for p in parts) == ref.n
+    torch.testing.assert_close(sharded.cov(mom.names), ref.cov(ref.names), atol=1e-6, rtol=0)
+
+
+def test_second_call_loads_from_cache(tiny, monkeypatch):
+    pairs = {"bert": tiny["bert"]}
+    first = extract_moments(pairs, TEXTS, shard_size=4, **KW)
+
+    def boom(*args, **kwargs):
+        raise AssertionError("the model ran although every shard was cached")
+
+    monkeypatch.setattr(ex, "_hidden_states", boom)
+    second = extract_moments(pairs, TEXTS, shard_size=4, **KW)
+    assert second.n == first.n == len(TEXTS)
+    torch.testing.assert_close(second.cov(second.names), first.cov(first.names), atol=0, rtol=0)
+    with pytest.raises(AssertionError, match="the model ran"):  # a different key recomputes
+        extract_moments(pairs, TEXTS, shard_size=4, cache_key_extra="v2", **KW)
+
+
+def test_interrupted_run_resumes(tiny, monkeypatch):
+    pairs = {"gpt2": tiny["gpt2"]}
+    kw = dict(shard_size=3, batch_size=2, layers=[0, 2], **KW)
+    reference = extract_moments(pairs, TEXTS, cache=False, **kw)
+    real_save = ex._save_shard
+    saved = []
+
+    def save_then_crash(mom, folder, k):
+        if saved:
+            raise KeyboardInterrupt("simulated crash after the first shard")
+        real_save(mom, folder, k)
+        saved.append(k)
+
+    monkeypatch.setattr(ex, "_save_shard", save_then_crash)
+    with pytest.raises(KeyboardInterrupt):
+        extract_moments(pairs, TEXTS, **kw)
+    monkeypatch.setattr(ex, "_save_shard", real_save)
+    real_states, n_forward = ex._hidden_states, []
+
+    def counting(run, input_ids, mask):
+        n_forward.append(input_ids.shape[0])
+        return real_states(run, input_ids, mask)
+
+    monkeypatch.setattr(ex, "_hidden_states", counting)
+    resumed = extract_moments(pairs, TEXTS, **kw)
+    assert sum(n_forward) == len(TEXTS) - 3  # only the two missing shards ran
+    assert resumed.n == reference.n
+    torch.testing.assert_close(
+        resumed.cov(resumed.names), reference.cov(reference.names), atol=1e-10, rtol=0
+    )
+    torch.testing.assert_close(
+        resumed.mean(resumed.names), reference.mean(reference.names), atol=1e-10, rtol=0
+    )
+
+
+def test_cache_separates_models_with_equal_configs(tiny):
+    model, tok = tiny["bert"]
+    other = BertModel(model.config).eval()  # same config, new random weights
+    a = extract_moments({"m": (model, tok)}, TEXTS, layers="last", **KW)
+    b = extract_moments({"m": (other, tok)}, TEXTS, layers="last", **KW)
+    assert not torch.allclose(a.mean("m/layer.2"), b.mean("m/layer.2"))
+
+
+# ---------------------------------------------------------------------- errors
+def test_invalid_layer_lists_valid_range(tiny):
+    with pytest.raises(ValueError, match=r"layer 5 does not exist.*0\.\.2.*-3\.\.-1"):
+        extract_moments({"bert": tiny["bert"]}, TEXTS, layers=[0, 5], cache=False, **KW)
+    with pytest.raises(ValueError, match=r"layer -4 does not exist"):
+        extract_activations({"bert": tiny["bert"]}, TEXTS, layers=[-4], **KW)
+
+
+def test_bad_inputs_raise_clear_errors(tiny):
+    pair = {"gpt2": tiny["gpt2"]}
+    with pytest.raises(ValueError, match="`texts` is empty"):
+        extract_moments(pair, [], **KW)
+    with pytest.raises(ValueError, match=r"texts\[1\] produced zero tokens"):
+        extract_activations(pair, ["the cat", ""], **KW)
+    with pytest.raises(ValueError, match="exceeds model 'gpt2'.s maximum of 64"):
+        extract_activations(pair, TEXTS, max_length=65, **KW)
+    with pytest.raises(TypeError, match="lists of words"):
+        extract_activations(pair, TEXTS, pooling="word", **KW)
+    with pytest.raises(ValueError, match="`pooling` must be one of"):
+        extract_activations(pair, TEXTS, pooling="max", **KW)
+    with pytest.raises(ValueError, match=r"words \[\d+.*max_length"):
+        extract_activations(pair, SENTENCES, pooling="word", max_length=4, **KW)
+
+
+def test_truncation_to_max_length(tiny):
+    model, tok = tiny["bert"]
+    acts = extract_activations({"b": (model, tok)}, TEXTS, layers="last", max_length=5, **KW)
+    ids = tok(TEXTS[1], truncation=True, max_length=5)["input_ids"]
+    assert len(ids) == 5
+    np.testing.assert_allclose(acts["b/layer.2"][1], _states(model, ids)[-1].mean(0), atol=1e-5)
+
+
+def test_non_finite_activations_name_the_model(tiny, tmp_path):
+    model, tok = tiny["bert"]
+    broken, _ = _save_load(model, tok, tmp_path / "broken")
+    with torch.no_grad():
+        broken.embeddings.word_embeddings.weight[5:] = float("nan")
+    pairs = {"fine": (model, tok), "broken": (broken, tok)}
+    with pytest.raises(ValueError, match="model 'broken' produced non-finite"):
+        extract_moments(pairs, TEXTS, cache=False, **KW)
+
+
+# ---------------------------------------------------------------------- hooks
+def test_scoped_hooks_removed_after_exception(tiny):
+    model, _ = tiny["bert"]
+
+    def raising_hook(module, args, output):
+        raise RuntimeError("hook failed")
+
+    with pytest.raises(RuntimeError, match="hook failed"):
+        with scoped_hooks(
+            [(model, raising_hook, "forward"), (model.encoder, lambda m, a: None, "pre")]
+        ):
+            assert len(model._forward_hooks) == 1 and len(model.encoder._forward_pre_hooks) == 1
+            model(input_ids=torch.tensor([[2, 7, 3]]))
+    assert not model._forward_hooks and not model.encoder._forward_pre_hooks
+
+
+def test_record_outputs_handles_tensor_and_tuple_outputs(tiny):
+    model, tok = tiny["llama"]
+    ids = torch.tensor([tok("the cat sat")["input_ids"]])
+    with record_outputs(model, ["layers.0", "embed_tokens"]) as captured:
+        with torch.no_grad():
+            out = model(input_ids=ids, output_hidden_states=True)
+    torch.testing.assert_close(captured["layers.0"], out.hidden_states[1])
+    torch.testing.assert_close(captured["embed_tokens"], out.hidden_states[0])
+    assert not _hooks_from(model, "lmsim.extract")
+    assert ex._first_tensor((out.hidden_states[1], None)) is out.hidden_states[1]
+
+
+# ---------------------------------------------------------------------- attentions
+def _manual_word_attention(probs: np.ndarray, owner: list, n_words: int) -> np.ndarray:
+    """(H, T, T) token attention -> (H, W, W): sum over key subwords, drop special
+    tokens and renormalise, mean over query subwords; written with loops."""
+    n_heads, n_tokens, _ = probs.shape
+    out = np.zeros((n_heads, n_words, n_words))
+    for h in range(n_heads):
+        for i in range(n_words):
+            queries = [t for t in range(n_tokens) if owner[t] == i]
+            for q in queries:
+                row = np.zeros(n_words)
+                for k in range(n_tokens):
+                    if owner[k] is not None:
+                        row[owner[k]] += probs[h, q, k]
+                out[h, i] += row / row.sum() / len(queries)
+    return out
+
+
+@pytest.mark.parametrize("kind", ["bert", "gpt2"])
+def test_attentions_match_manual_conversion(tiny, kind):
+    model, tok = tiny[kind]
+    attn = extract_attentions((model, tok), SENTENCES, batch_size=3, **KW)
+    n_layers = model.config.num_hidden_layers
+    assert sorted(attn) == list(range(1, n_layers + 1))
+    eager = AutoModel.from_pretrained(model.name_or_path, attn_implementation="eager").eval()
+    for s, words in enumerate(SENTENCES[:4]):
+        ids, owner = _word_pieces(tok, words, kind)
+        with torch.no_grad():
+            out = eager(input_ids=torch.tensor([ids]), output_attentions=True)
+        for layer in range(1, n_layers + 1):
+            got = attn[layer][s]
+            assert got.shape == (model.config.num_attention_heads, len(words), len(words))
+            np.testing.assert_allclose(got.sum(-1), 1.0, atol=1e-5)
+            expected = _manual_word_attention(
+                out.attentions[layer - 1][0].double().numpy(), owner, len(words)
+            )
+            np.testing.assert_allclose(got, expected, atol=1e-5)
+    assert model.config._attn_implementation != "eager" or kind == "gpt2"
+
+
+def test_causal_attention_is_lower_triangular_and_mode_restored(tiny):
+    model, tok = tiny["llama"]
+    before = model.config._attn_implementation
+    attn = extract_attentions((model, tok), SENTENCES, layers=[-1], query="last", **KW)
+    assert list(attn) == [2]
+    for a in attn[2]:
+        assert np.allclose(np.triu(a, k=1), 0.0)
+        np.testing.assert_allclose(a.sum(-1), 1.0, atol=1e-5)
+    assert model.config._attn_implementation == before
+    with pytest.raises(ValueError, match="layer 0 is the embedding output"):
+        extract_attentions((model, tok), SENTENCES, layers=[0], **KW)
+
+
+# ---------------------------------------------------------------------- linear grams
+@pytest.mark.parametrize("kind", ["bert", "gpt2"])
+def test_linear_grams_equal_manual_xtx(tiny, kind):
+    model, tok = tiny[kind]
+    grams = extract_linear_grams(model, tok, TEXTS, batch_size=4, **KW)
+    names = [
+        n
+        for n, m in model.named_modules()
+        if isinstance(m, nn.Linear) or type(m).__name__ == "Conv1D"
+    ]
+    assert sorted(grams) == sorted(names)
+    name = names[1]
+    module = dict(model.named_modules())[name]
+    rows = []
+    handle = module.register_forward_pre_hook(lambda m, args: rows.append(args[0][0].double()))
+    try:
+        with torch.no_grad():
+            for text in TEXTS:
+                model(input_ids=torch.tensor([tok(text)["input_ids"]]))
+    finally:
+        handle.remove()
+    X = torch.cat(rows)
+    assert grams[name].n == X.shape[0] == sum(len(tok(t)["input_ids"]) for t in TEXTS)
+    torch.testing.assert_close(grams[name].gram("input"), X.T @ X, atol=1e-6, rtol=1e-6)
+    assert not _hooks_from(model, "lmsim.extract")
+
+
+def test_linear_grams_paper_compat_counts_padding(tiny):
+    model, tok = tiny["bert"]
+    grams = extract_linear_grams(
+        model, tok, TEXTS, batch_size=4, max_length=40, paper_compat_padding=True, **KW
+    )
+    # Every per-token input counts all 40 positions; the pooler sees one vector per text.
+    assert grams.pop("pooler.dense").n == len(TEXTS)
+    assert all(mom.n == 40 * len(TEXTS) for mom in grams.values())
+
+
+def test_linear_grams_remove_hooks_after_error(tiny, monkeypatch):
+    model, tok = tiny["bert"]
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("layer crashed")
+
+    monkeypatch.setattr(model.encoder.layer[1], "forward", broken)
+    with pytest.raises(RuntimeError, match="layer crashed"):
+        extract_linear_grams(model, tok, TEXTS, **KW)
+    assert not _hooks_from(model, "lmsim.extract")
+
+
+# ---------------------------------------------------------------------- by name
+def test_models_by_name_use_load_model(monkeypatch, tiny):
+    import lmsim.models
+
+    calls = []
+
+    def fake_load(name, device="auto", dtype=None, task="base"):
+        calls.append((name, str(device)))
+        return tiny["bert"]
+
+    monkeypatch.setattr(lmsim.models, "load_model", fake_load)
+    mom = extract_moments(["tiny-x"], TEXTS, layers="last", cache=False, **KW)
+    assert calls == [("tiny-x", "cpu")] and mom.names == ["tiny-x/layer.2"]
+    with pytest.raises(ValueError, match="duplicate"):
+        extract_moments(["a", "a"], TEXTS, **KW)

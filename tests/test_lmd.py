@@ -1,0 +1,435 @@
+"""Tests of lmsim.lmd against naive closed forms written from Eq. 6-11 of Zhang et al. (2022)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from sklearn.linear_model import Ridge
+
+from lmsim.lmd import (
+    PAPER_CHECKPOINTS,
+    PAPER_GROUP_RHO,
+    PAPER_SEQ_LENS,
+    PAPER_TABLE2,
+    _ShardPool,
+    bootstrap,
+    decompose,
+    decompose_layers,
+    layer_blocks,
+    r2,
+    r2_table,
+    r2_vs_basis_size,
+)
+from lmsim.moments import Moments
+
+WIDTHS = {"a": 3, "b": 5, "c": 4, "d": 2}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    # The matrices here are tiny: thread start-up would dominate, and on a busy shared
+    # machine oversubscribed BLAS threads make each solve 100x slower.
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def correlated_models(seed, n_train=400, n_test=150, widths=WIDTHS, noise=0.5, offset=0.0):
+    """Embeddings of several 'models' sharing latent factors, with model-specific noise."""
+    rng = np.random.default_rng(seed)
+    n = n_train + n_test
+    latent = rng.normal(size=(n, 4))
+    acts = {}
+    for name, width in widths.items():
+        mix = rng.normal(size=(4, width))
+        acts[name] = latent @ mix + noise * rng.normal(size=(n, width)) + offset
+    train = {k: v[:n_train] for k, v in acts.items()}
+    test = {k: v[n_train:] for k, v in acts.items()}
+    return train, test
+
+
+def naive_fit(train, target, basis, ridge, regulariser="code"):
+    """W, b of Eq. 6-8 from raw arrays with numpy."""
+    Z = np.hstack([train[m] for m in basis])
+    U = train[target]
+    ddof = 1 if regulariser == "code" else 0
+    Zc, Uc = Z - Z.mean(0), U - U.mean(0)
+    cov_zz = Zc.T @ Zc / (len(Z) - ddof)
+    cov_zu = Zc.T @ Uc / (len(Z) - ddof)
+    if regulariser == "code":
+        shift = ridge
+    else:
+        shift = max(ridge - np.linalg.eigvalsh(cov_zz).min(), 0.0)
+    W = np.linalg.solve(cov_zz + shift * np.eye(len(cov_zz)), cov_zu).T
+    b = U.mean(0) - W @ Z.mean(0)
+    return W, b
+
+
+def naive_r2(train, test, target, basis, ridge=1e-6, regulariser="code"):
+    """R² of Eq. 9: residuals of the train fit on the test arrays, pooled over dims."""
+    W, b = naive_fit(train, target, basis, ridge, regulariser)
+    Z = np.hstack([test[m] for m in basis])
+    U = test[target]
+    ssr = ((U - Z @ W.T - b) ** 2).sum()
+    sst = ((U - U.mean(0)) ** 2).sum()
+    return 1 - ssr / sst
+
+
+# ---------------------------------------------------------------------- agreement with naive
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("ridge", [1e-6, 0.3])
+def test_decompose_matches_naive_closed_form(seed, ridge):
+    train, test = correlated_models(seed, offset=3.0)
+    dec = decompose(train, test, ridge=ridge)
+    names = list(WIDTHS)
+    for target in names:
+        others = [m for m in names if m != target]
+        assert dec.group_r2[target] == pytest.approx(
+            naive_r2(train, test, target, others, ridge), abs=1e-8
+        )
+        assert dec.train_group_r2[target] == pytest.approx(
+            naive_r2(train, train, target, others, ridge), abs=1e-8
+        )
+        for basis in names:
+            assert dec.pairwise_r2.loc[target, basis] == pytest.approx(
+                naive_r2(train, test, target, [basis], ridge), abs=1e-8
+            )
+            assert dec.train_pairwise_r2.loc[target, basis] == pytest.approx(
+                naive_r2(train, train, target, [basis], ridge), abs=1e-8
+            )
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_code_regulariser_is_sklearn_ridge_with_alpha_lambda_n_minus_1(seed):
+    # Σ‖u - Wz - b‖² + α‖W‖² has W = C_uz (C_zz + α/(N-1) I)^-1 in (N-1)-normalised covariances.
+    train, test = correlated_models(seed)
+    ridge = 0.2
+    n_train = len(train["a"])
+    Z, Zt = np.hstack([train["b"], train["c"]]), np.hstack([test["b"], test["c"]])
+    model = Ridge(alpha=ridge * (n_train - 1), fit_intercept=True, solver="cholesky")
+    model.fit(Z, train["a"])
+    resid = test["a"] - model.predict(Zt)
+    expected = 1 - (resid**2).sum() / ((test["a"] - test["a"].mean(0)) ** 2).sum()
+    assert r2(train, test, "a", ["b", "c"], ridge=ridge) == pytest.approx(expected, abs=1e-8)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_return_weights_match_naive(seed):
+    train, test = correlated_models(seed)
+    dec = decompose(train, test, ridge=1e-3, return_weights=True)
+    W, b = dec.weights[("b", ("a", "c", "d"))]
+    W_naive, b_naive = naive_fit(train, "b", ["a", "c", "d"], 1e-3)
+    assert W.shape == (WIDTHS["b"], WIDTHS["a"] + WIDTHS["c"] + WIDTHS["d"])
+    np.testing.assert_allclose(W, W_naive, atol=1e-9)
+    np.testing.assert_allclose(b, b_naive, atol=1e-9)
+    W_pair, _ = dec.weights[("d", ("b",))]
+    np.testing.assert_allclose(W_pair, naive_fit(train, "d", ["b"], 1e-3)[0], atol=1e-9)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_moments_input_equals_array_input(seed):
+    train, test = correlated_models(seed)
+    from_arrays = decompose(train, test)
+    from_moments = decompose(Moments.from_arrays(train), Moments.from_arrays(test))
+    np.testing.assert_allclose(from_moments.pairwise_r2, from_arrays.pairwise_r2, atol=1e-12)
+    assert from_moments.group_rho == pytest.approx(from_arrays.group_rho, abs=1e-12)
+
+
+# ---------------------------------------------------------------------- the paper's regulariser
+def ill_conditioned(seed, n=300, ridge=1e-2):
+    """A basis whose covariance has its smallest eigenvalue below the ridge, at ridge / 2.
+
+    Along that direction the paper's floor gives eigenvalue λ, the code's ridge 1.5 λ.
+    """
+    rng = np.random.default_rng(seed)
+    base = rng.normal(size=(n, 3))
+    thin = np.sqrt(ridge / 2) * rng.normal(size=(n, 1))
+    basis = np.hstack([base, thin])
+    target = np.hstack([base, thin / np.sqrt(ridge)]) @ rng.normal(size=(4, 2))
+    target += 0.1 * rng.normal(size=(n, 2))
+    acts = {"u": target, "v": basis}
+    return {k: x[:200] for k, x in acts.items()}, {k: x[200:] for k, x in acts.items()}
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_paper_regulariser_matches_its_naive_form_and_differs_from_code(seed):
+    train, test = ill_conditioned(seed)
+    ridge = 1e-2
+    paper = r2(train, test, "u", "v", ridge=ridge, regulariser="paper")
+    code = r2(train, test, "u", "v", ridge=ridge, regulariser="code")
+    assert paper == pytest.approx(naive_r2(train, test, "u", ["v"], ridge, "paper"), abs=1e-8)
+    assert code == pytest.approx(naive_r2(train, test, "u", ["v"], ridge, "code"), abs=1e-8)
+    assert abs(paper - code) > 1e-3, "the two regularisers should differ on this basis"
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_paper_regulariser_is_least_squares_when_well_conditioned(seed):
+    train, test = correlated_models(seed)
+    Z = np.hstack([train["b"], train["c"], np.ones((len(train["b"]), 1))])
+    coef, *_ = np.linalg.lstsq(Z, train["a"], rcond=None)
+    Zt = np.hstack([test["b"], test["c"], np.ones((len(test["b"]), 1))])
+    resid = test["a"] - Zt @ coef
+    expected = 1 - (resid**2).sum() / ((test["a"] - test["a"].mean(0)) ** 2).sum()
+    got = r2(train, test, "a", ["b", "c"], ridge=1e-6, regulariser="paper")
+    assert got == pytest.approx(expected, abs=1e-9)
+
+
+# ---------------------------------------------------------------------- properties
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("regulariser", ["code", "paper"])
+def test_model_on_itself_has_r2_one(seed, regulariser):
+    train, test = correlated_models(seed, offset=-5.0)
+    dec = decompose(train, test, ridge=1e-8, regulariser=regulariser)
+    np.testing.assert_allclose(np.diag(dec.pairwise_r2), 1.0, atol=1e-6)
+    np.testing.assert_allclose(np.diag(dec.train_pairwise_r2), 1.0, atol=1e-6)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_train_r2_rises_with_basis_size(seed):
+    widths = {f"m{i}": 2 + i % 3 for i in range(6)}
+    train, test = correlated_models(seed, widths=widths, noise=1.5)
+    for target in ["m0", "m3"]:
+        curve = r2_vs_basis_size(train, test, target, ridge=1e-9)
+        assert list(curve["n_basis"]) == list(range(1, 6))
+        assert (np.diff(curve["train_r2"]) >= -1e-9).all(), curve
+        assert curve["test_r2"].iloc[-1] == pytest.approx(
+            naive_r2(train, test, target, list(curve["added"]), 1e-9), abs=1e-8
+        )
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_group_rho_is_mean_and_pairwise_rho_is_symmetric_mean(seed):
+    train, test = correlated_models(seed)
+    dec = decompose(train, test)
+    assert dec.group_rho == pytest.approx(float(np.mean(dec.group_r2)), abs=1e-14)
+    assert dec.train_group_rho == pytest.approx(float(np.mean(dec.train_group_r2)), abs=1e-14)
+    rho = dec.pairwise_rho.to_numpy()
+    np.testing.assert_allclose(rho, rho.T, atol=1e-14)
+    pair = dec.pairwise_r2.to_numpy()
+    np.testing.assert_allclose(rho, (pair + pair.T) / 2, atol=1e-14)
+    assert not np.allclose(pair, pair.T), "pairwise R² is asymmetric in general"
+    table = dec.table()
+    assert table["group ρ"] == dec.group_rho and list(table.index[:-1]) == dec.models
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_r2_invariant_to_invertible_basis_transform_without_ridge(seed):
+    train, test = correlated_models(seed)
+    rng = np.random.default_rng(100 + seed)
+    mix = rng.normal(size=(9, 9)) + 3 * np.eye(9)
+    shift = rng.normal(size=9)
+
+    def transform(acts):
+        joint = np.hstack([acts["b"], acts["c"]]) @ mix + shift
+        return {"a": acts["a"], "bc": joint}
+
+    before = r2(train, test, "a", ["b", "c"], ridge=0.0)
+    after = r2(transform(train), transform(test), "a", "bc", ridge=0.0)
+    assert after == pytest.approx(before, abs=1e-9)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("regulariser", ["code", "paper"])
+def test_r2_invariant_to_isotropic_scaling_and_shift_of_target(seed, regulariser):
+    train, test = correlated_models(seed)
+    scale, shift = np.random.default_rng(seed).uniform(0.1, 20), 7.0
+
+    def transform(acts):
+        return {**acts, "a": scale * acts["a"] + shift}
+
+    before = r2(train, test, "a", ["b", "d"], ridge=0.1, regulariser=regulariser)
+    after = r2(
+        transform(train), transform(test), "a", ["b", "d"], ridge=0.1, regulariser=regulariser
+    )
+    assert after == pytest.approx(before, abs=1e-10)
+
+
+def test_r2_of_independent_models_is_near_zero_on_test():
+    rng = np.random.default_rng(0)
+    acts = {"x": rng.normal(size=(3000, 3)), "y": rng.normal(size=(3000, 4))}
+    train = {k: v[:2000] for k, v in acts.items()}
+    test = {k: v[2000:] for k, v in acts.items()}
+    assert abs(r2(train, test, "x", "y")) < 0.02
+    assert abs(r2(train, test, "x", "y", split="train")) < 0.02
+
+
+def test_r2_equals_decompose_entries():
+    train, test = correlated_models(3)
+    dec = decompose(train, test)
+    assert r2(train, test, "c", "a") == pytest.approx(dec.pairwise_r2.loc["c", "a"], abs=1e-12)
+    assert r2(train, test, "c", ["a", "b", "d"]) == pytest.approx(dec.group_r2["c"], abs=1e-12)
+    assert r2(train, test, "c", ["a", "b", "d"], split="train") == pytest.approx(
+        dec.train_group_r2["c"], abs=1e-12
+    )
+
+
+# ---------------------------------------------------------------------- layers
+def layered(seed, depths):
+    rng = np.random.default_rng(seed)
+    latent = rng.normal(size=(300, 3))
+    acts = {}
+    for model, depth in depths.items():
+        for layer in range(depth):
+            width = 2 + layer
+            acts[f"{model}/layer.{layer}"] = latent @ rng.normal(size=(3, width)) + rng.normal(
+                size=(300, width)
+            ) * (1 + layer)
+    train = Moments.from_arrays({k: v[:200] for k, v in acts.items()})
+    test = Moments.from_arrays({k: v[200:] for k, v in acts.items()})
+    return train, test
+
+
+def test_decompose_layers_equals_decompose_on_those_blocks():
+    train, test = layered(0, {"p": 3, "q": 3, "r": 3})
+    per_layer = decompose_layers(train, test, layers="all")
+    assert list(per_layer) == [0, 1, 2]
+    direct = decompose(train, test, models={m: f"{m}/layer.1" for m in "pqr"})
+    np.testing.assert_allclose(per_layer[1].pairwise_r2, direct.pairwise_r2, atol=1e-12)
+    assert per_layer[1].models == ["p", "q", "r"]
+    table = r2_table(per_layer)
+    assert list(table.columns) == [0, 1, 2]
+    assert table.loc["group ρ", 2] == pytest.approx(per_layer[2].group_rho)
+
+
+def test_decompose_layers_relative_depth_and_errors():
+    train, test = layered(1, {"p": 3, "q": 5})
+    with pytest.raises(ValueError, match="equal depth"):
+        decompose_layers(train, test, layers="all")
+    rel = decompose_layers(train, test, layers=[0.0, 1.0, -1, "last"])
+    last = decompose(train, test, models={"p": "p/layer.2", "q": "q/layer.4"})
+    for key in (1.0, -1, "last"):
+        assert rel[key].group_rho == pytest.approx(last.group_rho, abs=1e-12)
+    with pytest.raises(ValueError, match="does not exist"):
+        decompose_layers(train, test, layers=[7])
+
+
+def test_default_labels_strip_single_layer_suffix():
+    rng = np.random.default_rng(0)
+    acts = {"m1/layer.6": rng.normal(size=(50, 2)), "m2/layer.3": rng.normal(size=(50, 2))}
+    assert decompose(acts, acts).models == ["m1", "m2"]
+
+
+# ---------------------------------------------------------------------- bootstrap
+def shards_of(acts, n_shards):
+    n = len(next(iter(acts.values())))
+    bounds = np.linspace(0, n, n_shards + 1).astype(int)
+    return [
+        Moments.from_arrays({k: v[lo:hi] for k, v in acts.items()})
+        for lo, hi in zip(bounds[:-1], bounds[1:])
+    ]
+
+
+def test_weighted_merge_equals_merging_repeated_shards():
+    train, _ = correlated_models(0, offset=1e3)
+    shards = shards_of(train, 4)
+    names = shards[0].names
+    counts = np.array([2, 0, 1, 3])
+    merged = _ShardPool(shards, "shards", names, "cpu").merge(counts)
+    pool = _ShardPool(shards, "shards", names, "cpu")
+    pool.comoments = list(pool.comoments)  # the unstacked path used for large widths
+    looped = pool.merge(counts)
+    np.testing.assert_allclose(looped.comoment, merged.comoment, rtol=1e-12, atol=1e-6)
+    reference = Moments.merge_all([shards[0]] * 2 + [shards[2]] + [shards[3]] * 3)
+    assert merged.n == reference.n
+    np.testing.assert_allclose(merged.mean, reference.mean(names), rtol=0, atol=1e-9)
+    np.testing.assert_allclose(merged.comoment, reference.comoment(names), rtol=1e-12, atol=1e-6)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_bootstrap_contains_estimate_and_shrinks_with_more_shards(seed):
+    widths = {"a": 2, "b": 3, "c": 2}
+    train, test = correlated_models(seed, n_train=3200, n_test=1600, widths=widths, noise=1.0)
+    width = {}
+    for n_shards in (10, 80):  # shards of 40 train and 20 test samples
+        tr = {k: v[: 40 * n_shards] for k, v in train.items()}
+        te = {k: v[: 20 * n_shards] for k, v in test.items()}
+        res = bootstrap(
+            shards_of(tr, n_shards),
+            shards_of(te, n_shards),
+            n_boot=40,
+            seed=seed,
+            progress=False,
+        )
+        full = decompose(tr, te)
+        assert res.estimate.group_rho == pytest.approx(full.group_rho, abs=1e-10)
+        ci = res.group_r2_ci()
+        assert ((ci["lower"] <= ci["estimate"]) & (ci["estimate"] <= ci["upper"])).all(), ci
+        lo, hi = res.group_rho_ci()
+        assert lo <= res.estimate.group_rho <= hi
+        lo_pair, hi_pair = res.pairwise_rho_ci()
+        est = res.estimate.pairwise_rho.to_numpy()
+        assert (lo_pair.to_numpy() <= est + 1e-12).all() and (
+            est <= hi_pair.to_numpy() + 1e-12
+        ).all()
+        assert res.pairwise_r2_samples.shape == (40, 3, 3)
+        width[n_shards] = hi - lo
+    assert width[80] < width[10]
+
+
+# ---------------------------------------------------------------------- errors
+def test_errors_name_the_problem():
+    train, test = correlated_models(0)
+    with pytest.raises(ValueError, match="regulariser"):
+        decompose(train, test, regulariser="ridge")
+    with pytest.raises(ValueError, match="ridge"):
+        decompose(train, test, ridge=-1)
+    with pytest.raises(KeyError, match="unknown models"):
+        r2(train, test, "a", ["zz"])
+    with pytest.raises(KeyError, match="not in the moments"):
+        decompose(train, test, models={"x": "nope", "a": "a"})
+    with pytest.raises(ValueError, match="width 3 in train but 4 in test"):
+        decompose(train, {**test, "a": np.random.default_rng(0).normal(size=(150, 4))})
+    with pytest.raises(ValueError, match="at least 2 models"):
+        decompose(train, test, models=["a"])
+    with pytest.raises(ValueError, match="zero variance"):
+        decompose({**train, "a": np.ones((400, 3))}, test)
+    with pytest.raises(TypeError, match="Moments or a dict"):
+        decompose([1, 2], test)
+    with pytest.raises(ValueError, match="at least 2 shards"):
+        bootstrap([Moments.from_arrays(train)], [Moments.from_arrays(test)] * 2)
+
+
+def test_underdetermined_fit_warns_and_ridge_zero_raises():
+    rng = np.random.default_rng(0)
+    train = {"u": rng.normal(size=(8, 2)), "v": rng.normal(size=(8, 12))}
+    test = {"u": rng.normal(size=(20, 2)), "v": rng.normal(size=(20, 12))}
+    with pytest.warns(UserWarning, match=r"n_train=8 samples <= basis dimension 12"):
+        value = r2(train, test, "u", "v", ridge=1e-3)
+    assert np.isfinite(value)
+    with pytest.raises(ValueError, match="ridge=0"):
+        r2(train, test, "u", "v", ridge=0.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r2(train, test, "v", "u", ridge=1e-3)  # a 2-wide basis is fine with 8 samples
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_gpu_matches_cpu():
+    train, test = correlated_models(0)
+    cpu = decompose(train, test)
+    gpu = decompose(
+        Moments.from_arrays(train, device="cuda"), Moments.from_arrays(test, device="cuda")
+    )
+    np.testing.assert_allclose(gpu.pairwise_r2, cpu.pairwise_r2, atol=1e-9)
+    np.testing.assert_allclose(gpu.group_r2, cpu.group_r2, atol=1e-9)
+
+
+def test_layer_blocks_picks_each_models_layer():
+    names = ["p/layer.0", "p/layer.1", "p/layer.2", "q/layer.0", "q/layer.1"]
+    assert layer_blocks(names) == {"p": "p/layer.2", "q": "q/layer.1"}
+    assert layer_blocks(names, 0, models=["q"]) == {"q": "q/layer.0"}
+    with pytest.raises(KeyError, match="no '/layer.' blocks"):
+        layer_blocks(names, models=["r"])
+
+
+def test_typed_paper_numbers_are_consistent():
+    # Eq. 10: the published group ρ is the mean of the published per-model R² (to rounding).
+    table = np.array(list(PAPER_TABLE2.values()))
+    group = PAPER_GROUP_RHO["Table 2 (Wikipedia + BooksCorpus)"]
+    np.testing.assert_allclose(table.mean(0), [group[t] for t in PAPER_SEQ_LENS], atol=6e-4)
+    assert set(PAPER_TABLE2) == set(PAPER_CHECKPOINTS.values())

@@ -1,0 +1,244 @@
+"""Linear, debiased and RBF CKA against naive numpy implementations and invariances."""
+
+import numpy as np
+import pytest
+import torch
+
+from lmsim.metrics import debiased_cka, linear_cka, rbf_cka
+from lmsim.moments import Moments
+
+SEEDS = [0, 1, 2]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_torch_thread():
+    """These matrices are tiny: one thread avoids OpenMP spin-waits on shared CI cores."""
+    n_threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n_threads)
+
+
+def random_pair(seed, n=200, d_x=12, d_y=9, n_latent=6):
+    """Two noisy linear views of shared latents, anisotropic scales and offsets."""
+    rng = np.random.default_rng(seed)
+    latent = rng.normal(size=(n, n_latent))
+    X = latent @ rng.normal(size=(n_latent, d_x)) + 0.5 * rng.normal(size=(n, d_x))
+    Y = np.tanh(latent) @ rng.normal(size=(n_latent, d_y)) + 0.5 * rng.normal(size=(n, d_y))
+    X = X * rng.uniform(0.3, 3.0, size=d_x) + rng.normal(size=d_x)
+    Y = Y * rng.uniform(0.3, 3.0, size=d_y) + rng.normal(size=d_y)
+    return X, Y
+
+
+def random_orthogonal(d, seed):
+    q, r = np.linalg.qr(np.random.default_rng(seed + 100).normal(size=(d, d)))
+    return q * np.sign(np.diag(r))
+
+
+# ----------------------------------------------------------------------- naive versions
+def naive_centering(n):
+    return np.eye(n) - np.ones((n, n)) / n
+
+
+def naive_hsic(K, L):
+    H = naive_centering(K.shape[0])
+    return np.trace(K @ H @ L @ H)
+
+
+def naive_linear_cka(X, Y):
+    K, L = X @ X.T, Y @ Y.T
+    return naive_hsic(K, L) / np.sqrt(naive_hsic(K, K) * naive_hsic(L, L))
+
+
+def naive_unbiased_hsic(K, L):
+    """Song et al. (2012), Eq. 5, with explicit (n, n) matrices."""
+    n = K.shape[0]
+    Kt, Lt = K - np.diag(np.diag(K)), L - np.diag(np.diag(L))
+    one = np.ones(n)
+    term1 = np.trace(Kt @ Lt)
+    term2 = (one @ Kt @ one) * (one @ Lt @ one) / ((n - 1) * (n - 2))
+    term3 = 2.0 / (n - 2) * (one @ Kt @ Lt @ one)
+    return (term1 + term2 - term3) / (n * (n - 3))
+
+
+def naive_debiased_cka(X, Y):
+    K, L = X @ X.T, Y @ Y.T
+    return naive_unbiased_hsic(K, L) / np.sqrt(
+        naive_unbiased_hsic(K, K) * naive_unbiased_hsic(L, L)
+    )
+
+
+def naive_rbf_gram(X, sigma=None):
+    n = X.shape[0]
+    sq = np.array([[np.sum((X[i] - X[j]) ** 2) for j in range(n)] for i in range(n)])
+    if sigma is None:
+        sigma_sq = np.median(sq[np.triu_indices(n, k=1)])
+    else:
+        sigma_sq = sigma**2
+    return np.exp(-sq / (2 * sigma_sq))
+
+
+def naive_rbf_cka(X, Y, sigma=None):
+    K, L = naive_rbf_gram(X, sigma), naive_rbf_gram(Y, sigma)
+    return naive_hsic(K, L) / np.sqrt(naive_hsic(K, K) * naive_hsic(L, L))
+
+
+# ----------------------------------------------------------------------- agreement
+@pytest.mark.parametrize("seed", SEEDS)
+def test_linear_cka_matches_naive_hsic(seed):
+    X, Y = random_pair(seed, n=100)
+    assert linear_cka(X, Y) == pytest.approx(naive_linear_cka(X, Y), abs=1e-12)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_debiased_cka_matches_naive_unbiased_hsic(seed):
+    X, Y = random_pair(seed, n=80)
+    assert debiased_cka(X, Y) == pytest.approx(naive_debiased_cka(X, Y), abs=1e-10)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_debiased_cka_differs_from_biased(seed):
+    X, Y = random_pair(seed, n=60)
+    assert abs(debiased_cka(X, Y) - linear_cka(X, Y)) > 1e-4
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_rbf_cka_matches_naive_with_median_bandwidth(seed):
+    X, Y = random_pair(seed, n=60)
+    assert rbf_cka(X, Y) == pytest.approx(naive_rbf_cka(X, Y), abs=1e-12)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_rbf_cka_explicit_sigma_matches_naive_and_changes_value(seed):
+    X, Y = random_pair(seed, n=60)
+    assert rbf_cka(X, Y, sigma=2.0) == pytest.approx(naive_rbf_cka(X, Y, sigma=2.0), abs=1e-12)
+    assert abs(rbf_cka(X, Y, sigma=2.0) - rbf_cka(X, Y)) > 1e-4
+
+
+def test_rbf_default_sigma_is_sqrt_median_squared_distance():
+    X, Y = random_pair(5, n=50)
+    sq = ((X[:, None] - X[None]) ** 2).sum(-1)
+    sigma_x = np.sqrt(np.median(sq[np.triu_indices(50, k=1)]))
+    sq = ((Y[:, None] - Y[None]) ** 2).sum(-1)
+    sigma_y = np.sqrt(np.median(sq[np.triu_indices(50, k=1)]))
+    K = np.exp(-((X[:, None] - X[None]) ** 2).sum(-1) / (2 * sigma_x**2))
+    L = np.exp(-((Y[:, None] - Y[None]) ** 2).sum(-1) / (2 * sigma_y**2))
+    expected = naive_hsic(K, L) / np.sqrt(naive_hsic(K, K) * naive_hsic(L, L))
+    assert rbf_cka(X, Y) == pytest.approx(expected, abs=1e-12)
+
+
+# ----------------------------------------------------------------------- properties
+@pytest.mark.parametrize("fn", [linear_cka, debiased_cka, rbf_cka])
+@pytest.mark.parametrize("seed", SEEDS)
+def test_cka_identity_and_symmetry(fn, seed):
+    X, Y = random_pair(seed, n=80)
+    assert fn(X, X) == pytest.approx(1.0, abs=1e-12)
+    assert fn(X, Y) == pytest.approx(fn(Y, X), abs=1e-12)
+
+
+@pytest.mark.parametrize("fn", [linear_cka, rbf_cka])
+@pytest.mark.parametrize("seed", SEEDS)
+def test_cka_bounds(fn, seed):
+    X, Y = random_pair(seed, n=80)
+    unrelated = np.random.default_rng(seed + 7).normal(size=X.shape)
+    for value in (fn(X, Y), fn(X, unrelated)):
+        assert 0.0 <= value <= 1.0
+    assert fn(X, unrelated) < fn(X, Y)
+
+
+@pytest.mark.parametrize("fn", [linear_cka, debiased_cka, rbf_cka])
+@pytest.mark.parametrize("seed", SEEDS)
+def test_cka_invariant_to_rotation_scaling_translation(fn, seed):
+    X, Y = random_pair(seed, n=80)
+    Q = random_orthogonal(X.shape[1], seed)
+    reference = fn(X, Y)
+    assert fn(X @ Q, Y) == pytest.approx(reference, abs=1e-10)
+    assert fn(3.7 * X, 0.2 * Y) == pytest.approx(reference, abs=1e-10)
+    assert fn(X + 5.0, Y - np.arange(Y.shape[1])) == pytest.approx(reference, abs=1e-10)
+
+
+@pytest.mark.parametrize("fn", [linear_cka, debiased_cka])
+@pytest.mark.parametrize("seed", SEEDS)
+def test_linear_cka_not_invariant_to_per_neuron_scaling(fn, seed):
+    X, Y = random_pair(seed, n=80)
+    scales = np.random.default_rng(seed).uniform(0.1, 10.0, size=X.shape[1])
+    assert abs(fn(X * scales, Y) - fn(X, Y)) > 1e-3
+
+
+def test_torch_input_matches_numpy():
+    X, Y = random_pair(0, n=50)
+    for fn in (linear_cka, debiased_cka, rbf_cka):
+        from_torch = fn(torch.from_numpy(X).float(), torch.from_numpy(Y).float())
+        assert isinstance(from_torch, float)
+        assert from_torch == pytest.approx(fn(X.astype(np.float32), Y.astype(np.float32)))
+
+
+# ----------------------------------------------------------------------- moments path
+@pytest.mark.parametrize("seed", SEEDS)
+def test_linear_cka_moments_match_raw_after_merging_chunks(seed):
+    X, Y = random_pair(seed, n=300)
+    parts = [
+        Moments.from_arrays({"x": X[s], "y": Y[s]})
+        for s in (slice(0, 7), slice(7, 150), slice(150, 300))
+    ]
+    mom = Moments.merge_all(parts)
+    assert linear_cka(mom, "x", "y") == pytest.approx(linear_cka(X, Y), abs=1e-8)
+    assert linear_cka(mom, "x", "x") == pytest.approx(1.0, abs=1e-12)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_linear_cka_moments_stable_with_large_offset(seed):
+    X, Y = random_pair(seed, n=400)
+    mom = Moments({"x": X.shape[1], "y": Y.shape[1]})
+    for chunk in np.array_split(np.arange(400), 8):
+        mom.update({"x": X[chunk] + 1e6, "y": Y[chunk] - 1e6})
+    assert linear_cka(mom, "x", "y") == pytest.approx(linear_cka(X, Y), abs=1e-8)
+
+
+# ----------------------------------------------------------------------- bad input
+@pytest.mark.parametrize("fn", [linear_cka, debiased_cka, rbf_cka])
+def test_bad_input_raises_named_errors(fn):
+    X, Y = random_pair(0, n=30)
+    with pytest.raises(ValueError, match="same n_samples"):
+        fn(X, Y[:-1])
+    with pytest.raises(ValueError, match="at least"):
+        fn(X[:1], Y[:1])
+    bad = X.copy()
+    bad[3, 2] = np.nan
+    with pytest.raises(ValueError, match="non-finite"):
+        fn(bad, Y)
+    bad[3, 2] = np.inf
+    with pytest.raises(ValueError, match="non-finite"):
+        fn(X, bad)
+    with pytest.raises(ValueError, match="2-D"):
+        fn(X[:, 0], Y)
+
+
+@pytest.mark.parametrize("fn", [linear_cka, debiased_cka, rbf_cka])
+def test_constant_block_raises_instead_of_nan(fn):
+    X, _ = random_pair(0, n=30)
+    constant = np.full((30, 4), 3.0)
+    with pytest.raises(ValueError, match="(zero|constant|≤ 0|all rows equal|coincide)"):
+        fn(X, constant)
+
+
+def test_debiased_needs_four_samples_and_rbf_positive_sigma():
+    X, Y = random_pair(0, n=3)
+    with pytest.raises(ValueError, match="at least 4"):
+        debiased_cka(X, Y)
+    with pytest.raises(ValueError, match="sigma"):
+        rbf_cka(X, Y, sigma=0.0)
+
+
+def test_moment_path_errors():
+    X, Y = random_pair(0, n=30)
+    mom = Moments.from_arrays({"x": X, "y": Y})
+    with pytest.raises(KeyError, match="available"):
+        linear_cka(mom, "x", "nope")
+    with pytest.raises(TypeError, match="block names"):
+        linear_cka(mom, "x")
+    with pytest.raises(TypeError, match="third positional"):
+        linear_cka(X, Y, "y")
+    one = Moments.from_arrays({"x": X[:1], "y": Y[:1]})
+    with pytest.raises(ValueError, match="at least 2"):
+        linear_cka(one, "x", "y")

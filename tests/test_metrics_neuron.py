@@ -1,0 +1,237 @@
+"""neuronsim, mixedsim and localization scores against naive numpy implementations."""
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from lmsim.metrics import localization_scores, mixedsim, neuronsim
+from lmsim.metrics.localization import mean_to_others
+from lmsim.moments import Moments
+
+SEEDS = [0, 1, 2]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_torch_thread():
+    """These matrices are tiny: one thread avoids OpenMP spin-waits on shared CI cores."""
+    n_threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n_threads)
+
+
+def random_pair(seed, n=250, d_x=10, d_y=14, n_latent=6):
+    rng = np.random.default_rng(seed)
+    latent = rng.normal(size=(n, n_latent))
+    X = latent @ rng.normal(size=(n_latent, d_x)) + 0.7 * rng.normal(size=(n, d_x))
+    Y = np.tanh(latent) @ rng.normal(size=(n_latent, d_y)) + 0.7 * rng.normal(size=(n, d_y))
+    X = X * rng.uniform(0.3, 3.0, size=d_x) + rng.normal(size=d_x)
+    Y = Y * rng.uniform(0.3, 3.0, size=d_y) + rng.normal(size=d_y)
+    return X, Y
+
+
+def random_orthogonal(d, seed):
+    q, r = np.linalg.qr(np.random.default_rng(seed + 100).normal(size=(d, d)))
+    return q * np.sign(np.diag(r))
+
+
+# ----------------------------------------------------------------------- naive versions
+def naive_neuronsim(X, Y):
+    corr = np.corrcoef(X.T, Y.T)[: X.shape[1], X.shape[1] :]
+    return np.abs(corr).max(axis=1).mean()
+
+
+def naive_mixedsim(X, Y):
+    """One least-squares regression (with intercept) per neuron of X; R = sqrt(R²)."""
+    design = np.column_stack([np.ones(len(Y)), Y])
+    values = []
+    for k in range(X.shape[1]):
+        x = X[:, k]
+        coef, *_ = np.linalg.lstsq(design, x, rcond=None)
+        residual = x - design @ coef
+        r_squared = 1 - residual @ residual / np.sum((x - x.mean()) ** 2)
+        values.append(np.sqrt(max(r_squared, 0.0)))
+    return float(np.mean(values))
+
+
+# ----------------------------------------------------------------------- agreement
+@pytest.mark.parametrize("seed", SEEDS)
+def test_neuronsim_matches_corrcoef(seed):
+    X, Y = random_pair(seed)
+    assert neuronsim(X, Y) == pytest.approx(naive_neuronsim(X, Y), abs=1e-12)
+    assert neuronsim(Y, X) == pytest.approx(naive_neuronsim(Y, X), abs=1e-12)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_mixedsim_matches_lstsq_with_intercept(seed):
+    X, Y = random_pair(seed)
+    assert mixedsim(X, Y) == pytest.approx(naive_mixedsim(X, Y), abs=1e-10)
+    assert mixedsim(Y, X) == pytest.approx(naive_mixedsim(Y, X), abs=1e-10)
+
+
+# ----------------------------------------------------------------------- properties
+@pytest.mark.parametrize("fn", [neuronsim, mixedsim])
+@pytest.mark.parametrize("seed", SEEDS)
+def test_identity_bounds_asymmetry(fn, seed):
+    X, Y = random_pair(seed)
+    assert fn(X, X) == pytest.approx(1.0, abs=1e-12)
+    assert 0.0 <= fn(X, Y) <= 1.0
+    assert abs(fn(X, Y) - fn(Y, X)) > 1e-3
+
+
+@pytest.mark.parametrize("fn", [neuronsim, mixedsim])
+@pytest.mark.parametrize("seed", SEEDS)
+def test_invariant_to_translation_and_per_neuron_scaling(fn, seed):
+    X, Y = random_pair(seed)
+    rng = np.random.default_rng(seed)
+    scale_x = rng.uniform(0.05, 20.0, size=X.shape[1]) * rng.choice([-1, 1], size=X.shape[1])
+    scale_y = rng.uniform(0.05, 20.0, size=Y.shape[1])
+    reference = fn(X, Y)
+    assert fn(X * scale_x, Y * scale_y) == pytest.approx(reference, abs=1e-10)
+    assert fn(3.0 * X, 0.1 * Y) == pytest.approx(reference, abs=1e-10)
+    assert fn(X + 50.0, Y - rng.normal(size=Y.shape[1])) == pytest.approx(reference, abs=1e-10)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_neuronsim_not_rotation_invariant(seed):
+    X, Y = random_pair(seed)
+    Q = random_orthogonal(Y.shape[1], seed)
+    assert abs(neuronsim(X, Y @ Q) - neuronsim(X, Y)) > 1e-3
+    assert abs(neuronsim(X @ random_orthogonal(X.shape[1], seed), Y) - neuronsim(X, Y)) > 1e-3
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_mixedsim_invariant_to_invertible_maps_of_y_only(seed):
+    X, Y = random_pair(seed)
+    mix = np.random.default_rng(seed).normal(size=(Y.shape[1], Y.shape[1]))
+    assert mixedsim(X, Y @ mix) == pytest.approx(mixedsim(X, Y), abs=1e-9)
+    Q = random_orthogonal(X.shape[1], seed)
+    assert abs(mixedsim(X @ Q, Y) - mixedsim(X, Y)) > 1e-4
+
+
+def test_mixedsim_is_one_when_y_spans_the_samples():
+    rng = np.random.default_rng(0)
+    X, Y = rng.normal(size=(12, 3)), rng.normal(size=(12, 15))
+    assert mixedsim(X, Y) == pytest.approx(1.0, abs=1e-9)
+
+
+def test_torch_input_matches_numpy():
+    X, Y = random_pair(0)
+    for fn in (neuronsim, mixedsim):
+        assert fn(torch.from_numpy(X), torch.from_numpy(Y)) == pytest.approx(fn(X, Y), abs=1e-12)
+
+
+# ----------------------------------------------------------------------- moments path
+@pytest.mark.parametrize("seed", SEEDS)
+def test_moments_match_raw_after_merging_chunks(seed):
+    X, Y = random_pair(seed)
+    parts = [Moments.from_arrays({"x": X[s], "y": Y[s]}) for s in (slice(0, 3), slice(3, 250))]
+    mom = parts[0].merge(parts[1])
+    for fn in (neuronsim, mixedsim):
+        assert fn(mom, "x", "y") == pytest.approx(fn(X, Y), abs=1e-8)
+        assert fn(mom, "y", "x") == pytest.approx(fn(Y, X), abs=1e-8)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_moments_stable_with_large_offset(seed):
+    X, Y = random_pair(seed)
+    mom = Moments({"x": X.shape[1], "y": Y.shape[1]})
+    for chunk in np.array_split(np.arange(X.shape[0]), 5):
+        mom.update({"x": X[chunk] + 1e6, "y": Y[chunk] - 1e6})
+    for fn in (neuronsim, mixedsim):
+        assert fn(mom, "x", "y") == pytest.approx(fn(X, Y), abs=1e-8)
+
+
+# ----------------------------------------------------------------------- bad input
+@pytest.mark.parametrize("fn", [neuronsim, mixedsim])
+def test_constant_neurons_dropped_with_warning(fn):
+    X, Y = random_pair(1)
+    X_const = np.column_stack([np.full(len(X), 2.0), X])
+    Y_const = np.column_stack([Y, np.full(len(Y), -1e6)])
+    with pytest.warns(RuntimeWarning, match="dropping 1 of"):
+        value = fn(X_const, Y_const)
+    assert value == pytest.approx(fn(X, Y), abs=1e-10)
+    mom = Moments.from_arrays({"x": X_const, "y": Y_const})
+    with pytest.warns(RuntimeWarning, match="constant"):
+        assert fn(mom, "x", "y") == pytest.approx(fn(X, Y), abs=1e-8)
+
+
+@pytest.mark.parametrize("fn", [neuronsim, mixedsim])
+def test_bad_input(fn):
+    X, Y = random_pair(0, n=30)
+    with pytest.raises(ValueError, match="all 3 neurons"):
+        fn(X, np.full((30, 3), 1.5))
+    with pytest.raises(ValueError, match="same n_samples"):
+        fn(X, Y[:10])
+    with pytest.raises(ValueError, match="at least 2"):
+        fn(X[:1], Y[:1])
+    bad = X.copy()
+    bad[1, 1] = np.inf
+    with pytest.raises(ValueError, match="non-finite"):
+        fn(bad, Y)
+    mom = Moments.from_arrays({"x": X, "y": Y})
+    with pytest.raises(KeyError, match="available"):
+        fn(mom, "nope", "y")
+
+
+def test_no_warning_without_constant_neurons():
+    X, Y = random_pair(2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        neuronsim(X, Y)
+        mixedsim(X, Y)
+
+
+# ----------------------------------------------------------------------- localization
+def naive_localization(neuron, sv):
+    n = neuron.shape[0]
+    mean_n = np.array([np.mean([neuron[i, j] for j in range(n) if j != i]) for i in range(n)])
+    mean_s = np.array([np.mean([sv[i, j] for j in range(n) if j != i]) for i in range(n)])
+    z_n = (mean_n - mean_n.mean()) / mean_n.std(ddof=1)
+    z_s = (mean_s - mean_s.mean()) / mean_s.std(ddof=1)
+    return z_n - z_s
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_localization_matches_naive(seed):
+    rng = np.random.default_rng(seed)
+    neuron = rng.uniform(size=(7, 7))
+    sv = rng.uniform(size=(7, 7))
+    labels = [f"m{i // 4}/layer.{i % 4}" for i in range(7)]
+    scores = localization_scores(neuron, sv, labels)
+    assert list(scores.index) == labels
+    np.testing.assert_allclose(scores.to_numpy(), naive_localization(neuron, sv), atol=1e-12)
+    # Diagonal entries (self-similarity) do not count.
+    neuron_diag = neuron.copy()
+    np.fill_diagonal(neuron_diag, 100.0)
+    np.testing.assert_allclose(localization_scores(neuron_diag, sv, labels), scores, atol=1e-12)
+    # Scores are z-score differences: they sum to zero.
+    assert scores.sum() == pytest.approx(0.0, abs=1e-10)
+
+
+def test_localization_direction_and_dataframe_labels():
+    rng = np.random.default_rng(4)
+    neuron = rng.uniform(size=(5, 5))
+    sv = rng.uniform(size=(5, 5))
+    sv = (sv + sv.T) / 2
+    frame = pd.DataFrame(neuron, index=list("abcde"), columns=list("abcde"))
+    from_scores = localization_scores(frame, sv)
+    assert list(from_scores.index) == list("abcde")
+    to_scores = localization_scores(neuron, sv, list("abcde"), direction="to")
+    np.testing.assert_allclose(to_scores, naive_localization(neuron.T, sv), atol=1e-12)
+    np.testing.assert_allclose(mean_to_others(neuron, "to"), mean_to_others(neuron.T), atol=0)
+
+
+def test_localization_bad_input():
+    sv = np.eye(4)
+    with pytest.raises(ValueError, match="square"):
+        localization_scores(np.ones((4, 3)), sv, list("abcd"))
+    with pytest.raises(ValueError, match="labels"):
+        localization_scores(np.random.default_rng(0).uniform(size=(4, 4)), sv, list("abc"))
+    with pytest.raises(ValueError, match="same mean"):
+        localization_scores(np.ones((4, 4)), sv, list("abcd"))
+    with pytest.raises(ValueError, match="same layers"):
+        localization_scores(np.ones((5, 5)), sv)

