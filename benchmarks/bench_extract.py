@@ -151,8 +151,11 @@ def main() -> None:
         "--peak-tflops", type=float, default=989.0, help="dense bf16 peak (H100 SXM: 989)"
     )
     parser.add_argument("--mfu-texts", type=int, default=2048)
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
 
     device = resolve_device(args.device)
     texts, source = load_texts(args.n_texts)

@@ -11,7 +11,7 @@ Hidden states
     one) into one row per sequence (``pooling="mean"``), per word (``"word"``) or per token
     (``"token"``). Several models see the same texts batch by batch, so their rows align
     and one joint :class:`~lmsim.moments.Moments` holds the blocks ``"{model}/layer.{i}"``
-    of all of them. Both functions share one batch iterator (:func:`iter_pooled_batches`).
+    of all of them. Both functions share one batch iterator (``_pooled_batches``).
 
 Attentions
     :func:`extract_attentions` returns per-head attention probabilities converted from
@@ -61,7 +61,6 @@ __all__ = [
     "extract_activations",
     "extract_attentions",
     "extract_linear_grams",
-    "iter_pooled_batches",
     "scoped_hooks",
     "record_outputs",
     "block_name",
@@ -264,15 +263,19 @@ def _n_layers(model: nn.Module) -> int:
 
 
 def _max_positions(model: nn.Module, tokenizer) -> int:
+    """Longest input the model accepts: its position limit, lowered by the tokenizer's
+    ``model_max_length`` where that is set (RoBERTa: 514 positions but 512 usable)."""
     config = _config(model)
+    limits = []
     for attr in ("max_position_embeddings", "n_positions", "max_seq_len"):
         value = getattr(config, attr, None)
         if isinstance(value, int) and value > 0:
-            return value
+            limits.append(value)
+            break
     value = getattr(tokenizer, "model_max_length", None)
-    if isinstance(value, int) and 0 < value < 10**7:
-        return value
-    return 10**6
+    if isinstance(value, int) and 0 < value < 1_000_000:  # larger values mean "unset"
+        limits.append(value)
+    return min(limits) if limits else 1_000_000
 
 
 def _resolve_layers(spec, name: str, n_layers: int) -> list[int]:
@@ -597,7 +600,8 @@ def _forward_blocks(run: _Run, enc: _Encoded, batch, pad_to, device, amp_dtype) 
         flat = h.reshape(-1, h.shape[-1])[pos].float() * weight[:, None]
         pooled = torch.zeros(n_rows, h.shape[-1], dtype=torch.float32, device=device)
         blocks[block_name(run.name, layer)] = pooled.index_add_(0, rows, flat)
-    if not all(torch.isfinite(x).all() for x in blocks.values()):
+    # One device sync for all layers, not one per layer.
+    if not bool(torch.stack([torch.isfinite(x).all() for x in blocks.values()]).all()):
         bad = [k for k, x in blocks.items() if not torch.isfinite(x).all()]
         raise ValueError(
             f"model {run.name!r} produced non-finite activations (NaN or Inf) in {bad} for "
@@ -650,7 +654,7 @@ def _plan(
     return _Plan(runs, encs, device, amp_dtype, pad_to, texts)
 
 
-def iter_pooled_batches(
+def _pooled_batches(
     plan: _Plan, indices: np.ndarray, batch_size: int, progress_bar=None
 ) -> Iterator[tuple[np.ndarray, dict[str, torch.Tensor]]]:
     """Yield ``(text_indices, {block: tensor of shape (n_rows, d)})`` batch by batch.
@@ -700,7 +704,11 @@ def _model_fingerprint(run: _Run) -> dict:
         "revision": getattr(config, "_commit_hash", None),
         "config": hashlib.sha256(config_json.encode()).hexdigest(),
         "weights": weights.hexdigest(),
-        "tokenizer": type(run.tokenizer).__name__,
+        "tokenizer": [
+            type(run.tokenizer).__name__,
+            getattr(run.tokenizer, "name_or_path", ""),
+            len(run.tokenizer) if hasattr(run.tokenizer, "__len__") else None,
+        ],
         "layers": run.layers,
         "max_length": run.max_length,
     }
@@ -785,7 +793,9 @@ def extract_moments(
     device : str or torch.device
         ``"auto"``: CUDA if available, else CPU. The returned moments live there.
     dtype : str or torch.dtype, optional
-        Compute precision: None = bfloat16 autocast on CUDA, float32 on CPU.
+        Compute precision (``torch.autocast``): None = bfloat16 on CUDA, float32 on CPU.
+        Models given by name are also loaded in it; models passed as objects keep the
+        dtype of their weights.
     paper_compat_padding : bool
         Reproduce the LMD authors' ``mean(h * mask, dim=1)``: every text is padded to
         ``max_length`` (required) and the masked sum is divided by it rather than by the
@@ -869,20 +879,45 @@ def extract_moments(
     bar = _progress(int(sum(len(shard_ids[k]) for k in todo)), progress, "extract")
     try:
         for k in todo:
-            mom = None
-            for _batch, blocks in iter_pooled_batches(plan, shard_ids[k], batch_size, bar):
-                if mom is None:
-                    mom = Moments({n: x.shape[1] for n, x in blocks.items()}, device=plan.device)
-                mom.update(blocks)
-            shards[k] = mom
+            batches = _pooled_batches(plan, shard_ids[k], batch_size, bar)
+            shards[k] = _accumulate(batches, plan.device)
             if folder is not None:
-                _save_shard(mom, folder, k)
+                _save_shard(shards[k], folder, k)
                 done = [j for j in range(n_shards) if shards[j] is not None]
                 _write_manifest(folder, payload, n_shards, done)
     finally:
         bar.close()
     merged = Moments.merge_all(shards)
     return (merged, shards) if return_shards else merged
+
+
+def _accumulate(batches, device: torch.device, min_rows: int = 2048) -> Moments:
+    """Moments of all batches, updated in chunks of at least ``min_rows`` rows.
+
+    Each :meth:`Moments.update` costs a few passes over the ``D x D`` co-moment whatever
+    the chunk size, so small batches of sequence means (32 rows against D in the
+    thousands) would spend most of the time there: buffering rows amortises it.
+    """
+    mom: Moments | None = None
+    buffer: list[dict[str, torch.Tensor]] = []
+    n_buffered = 0
+
+    def flush():
+        nonlocal mom, buffer, n_buffered
+        chunk = {name: torch.cat([b[name] for b in buffer]) for name in buffer[0]}
+        if mom is None:
+            mom = Moments({name: x.shape[1] for name, x in chunk.items()}, device=device)
+        mom.update(chunk)
+        buffer, n_buffered = [], 0
+
+    for _batch, blocks in batches:
+        buffer.append(blocks)
+        n_buffered += next(iter(blocks.values())).shape[0]
+        if n_buffered >= min_rows:
+            flush()
+    if buffer:
+        flush()
+    return mom
 
 
 def extract_activations(
@@ -930,7 +965,7 @@ def extract_activations(
     indices = np.arange(len(plan.texts))
     bar = _progress(len(indices), progress, "extract")
     try:
-        for batch, blocks in iter_pooled_batches(plan, indices, batch_size, bar):
+        for batch, blocks in _pooled_batches(plan, indices, batch_size, bar):
             # Destination row of every batch row: the rows of text i go to
             # offsets[i]:offsets[i + 1], whatever order the length sort chose.
             dest = np.concatenate([np.arange(offsets[i], offsets[i + 1]) for i in batch])

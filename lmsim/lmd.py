@@ -1,8 +1,8 @@
 """Language Model Decomposition (LMD): how well is one model a linear map of others?
 
-Zhang et al. (2022) fit a target model's sequence embedding ``u`` (width ``d_u``) as a
+Zhang (2022) fits a target model's sequence embedding ``u`` (width ``d_u``) as a
 linear combination of basis models' embeddings ``z = [v_1; ...; v_k]`` with a bias,
-``u ≈ W z + b`` (Eq. 7), by ridge-regularised least squares (Eq. 6, 8), and score the fit
+``u ≈ W z + b`` (Eq. 7), by ridge-regularised least squares (Eq. 6, 8), and scores the fit
 by a coefficient of determination pooled over all ``d_u`` dimensions (Eq. 9):
 
     W = Cov(u, z) (Cov(z, z) + λ I)^-1,    b = E[u] - W E[z],
@@ -42,8 +42,8 @@ eigendecomposition of the basis covariance.
 
 References
 ----------
-Zhang, Wang, Li, Sun, Wang & Chen (2022), "Language Model Decomposition: Quantifying the
-Dependency and Correlation of Language Models", EMNLP. Eq. 6-11.
+Zhang, H. (2022), "Language Model Decomposition: Quantifying the Dependency and
+Correlation of Language Models", EMNLP 2022. Eq. 6-11.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ __all__ = [
 
 REGULARISERS = ("code", "paper")
 
-#: Table 1 of Zhang et al. (2022): the 12 models and their Hugging Face checkpoints.
+#: Table 1 of Zhang (2022): the 12 models and their Hugging Face checkpoints.
 PAPER_CHECKPOINTS: dict[str, str] = {
     "XLM-R": "xlm-roberta-base",
     "M-BERT": "bert-base-multilingual-cased",
@@ -318,6 +318,14 @@ def _warn_underdetermined(n_train: int, d_basis: int, basis: Sequence[str], ridg
     warnings.warn(msg, UserWarning, stacklevel=4)
 
 
+def _min_norm_solve(gram: torch.Tensor, rhs: torch.Tensor) -> torch.Tensor:
+    """``pinv(gram) @ rhs`` for a symmetric PSD ``gram`` via its eigendecomposition."""
+    evals, evecs = torch.linalg.eigh(gram)
+    tol = evals.abs().max() * gram.shape[0] * torch.finfo(gram.dtype).eps
+    inv = torch.where(evals > tol, 1.0 / evals.clamp_min(tol), torch.zeros_like(evals))
+    return evecs @ ((evecs.T @ rhs) * inv[:, None])
+
+
 def _solve_weights(
     train: _Stats, zi: torch.Tensor, ui: torch.Tensor, ridge: float, regulariser: str
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -336,12 +344,12 @@ def _solve_weights(
             w_t = torch.cholesky_solve(cov_zu, torch.linalg.cholesky(cov_zz))
         except torch.linalg.LinAlgError:
             warnings.warn(
-                f"basis covariance + ridge ({ridge:g}) I is not numerically positive definite "
-                "(Cholesky failed); falling back to an LU solve. Increase `ridge` for a stable fit",
+                f"basis covariance + ridge ({ridge:g}) I is singular (Cholesky failed): using the "
+                "minimum-norm solution (Moore-Penrose, Eq. 5); pass ridge > 0 for a unique fit",
                 UserWarning,
                 stacklevel=4,
             )
-            w_t = torch.linalg.solve(cov_zz, cov_zu)
+            w_t = _min_norm_solve(cov_zz, cov_zu)
     else:
         evals, evecs = torch.linalg.eigh(cov_zz)
         shift = max(ridge - float(evals[0]), 0.0)
@@ -381,13 +389,28 @@ def _r2_by_block(ssr: torch.Tensor, sst: torch.Tensor, widths: Sequence[int]) ->
 
 
 def _fit_and_score(
-    prob: _Problem, targets: Sequence[str], basis: Sequence[str], ridge: float, regulariser: str
+    prob: _Problem,
+    targets: Sequence[str],
+    basis: Sequence[str],
+    ridge: float,
+    regulariser: str,
+    fit_cache: dict | None = None,
 ):
-    """Fit every target on one basis set; return train R², test R² and (W, b) per target."""
+    """Fit every target on one basis set; return train R², test R² and (W, b) per target.
+
+    ``fit_cache`` (bootstrap of the test set only) keeps ``(W, b)`` of fits whose train
+    statistics do not change between calls.
+    """
     ui, zi = prob.index(targets), prob.index(basis)
-    if prob.train.n <= len(zi):
-        _warn_underdetermined(prob.train.n, len(zi), basis, ridge)
-    weights, bias = _solve_weights(prob.train, zi, ui, ridge, regulariser)
+    key = (tuple(targets), tuple(basis))
+    if fit_cache is not None and key in fit_cache:
+        weights, bias = fit_cache[key]
+    else:
+        if prob.train.n <= len(zi):
+            _warn_underdetermined(prob.train.n, len(zi), basis, ridge)
+        weights, bias = _solve_weights(prob.train, zi, ui, ridge, regulariser)
+        if fit_cache is not None:
+            fit_cache[key] = (weights, bias)
     widths = [prob.slices[t].stop - prob.slices[t].start for t in targets]
     train_r2 = _r2_by_block(*_row_ssr(prob.train, weights, bias, ui, zi), widths)
     test_r2 = _r2_by_block(*_row_ssr(prob.test, weights, bias, ui, zi), widths)
@@ -402,6 +425,7 @@ def _decompose_problem(
     return_weights: bool,
     pairwise: bool,
     progress: bool,
+    fit_cache: dict | None = None,
 ) -> Decomposition:
     labels = prob.labels
     n_models = len(labels)
@@ -424,7 +448,9 @@ def _decompose_problem(
     group_train, group_test = {}, {}
     for target in tqdm(labels, desc="LMD leave-one-out fits", disable=not progress):
         basis = [m for m in labels if m != target]
-        tr, te, w_t, b_t, widths = _fit_and_score(prob, [target], basis, ridge, regulariser)
+        tr, te, w_t, b_t, widths = _fit_and_score(
+            prob, [target], basis, ridge, regulariser, fit_cache
+        )
         group_train[target], group_test[target] = tr[0], te[0]
         keep([target], basis, w_t, b_t, widths)
 
@@ -433,7 +459,9 @@ def _decompose_problem(
     if pairwise:
         for j, basis in enumerate(tqdm(labels, desc="LMD pairwise fits", disable=not progress)):
             # One factorisation of the basis covariance serves every target at once.
-            tr, te, w_t, b_t, widths = _fit_and_score(prob, labels, [basis], ridge, regulariser)
+            tr, te, w_t, b_t, widths = _fit_and_score(
+                prob, labels, [basis], ridge, regulariser, fit_cache
+            )
             pair_train[:, j], pair_test[:, j] = tr, te
             keep(labels, [basis], w_t, b_t, widths)
 
@@ -515,7 +543,7 @@ def decompose(
 
     References
     ----------
-    Zhang et al. (2022), Eq. 6-11.
+    Zhang (2022), Eq. 6-11.
     """
     ridge = _check_ridge(ridge, regulariser)
     train_m = _as_moments(train, "train", device)
@@ -794,17 +822,21 @@ class _ShardPool:
     # Stack the co-moments (one tensordot per replicate) when they fit in this many bytes.
     stack_limit_bytes = 1 << 30
 
-    def __init__(self, shards, name: str, blocks: list[str], device):
-        if isinstance(shards, (Moments, Mapping)) or len(shards) < 2:
-            raise ValueError(f"`{name}` must be a list of at least 2 shards (Moments) to resample")
+    def __init__(self, shards, name: str, blocks: list[str], device, min_shards: int = 2):
+        if isinstance(shards, (Moments, Mapping)) or len(shards) < min_shards:
+            raise ValueError(
+                f"`{name}` must be a list of at least {min_shards} shards (Moments) to resample"
+            )
         moms = [_as_moments(shard, f"{name}[{k}]", None) for k, shard in enumerate(shards)]
         for k, mom in enumerate(moms):
             missing = [b for b in blocks if b not in mom.dims]
             if missing:
                 raise KeyError(f"`{name}[{k}]` lacks blocks {missing}")
         moms = [mom for mom in moms if mom.n > 0]
-        if len(moms) < 2:
-            raise ValueError(f"`{name}` holds fewer than 2 non-empty shards: nothing to resample")
+        if len(moms) < min_shards:
+            raise ValueError(
+                f"`{name}` holds fewer than {min_shards} non-empty shards: nothing to resample"
+            )
         self.counts = torch.tensor([m.n for m in moms], dtype=torch.float64, device=device)
         self.means = torch.stack([m.mean(blocks).to(device) for m in moms])
         comoments = [m.comoment(blocks).to(device) for m in moms]
@@ -838,6 +870,11 @@ class _ShardPool:
         return _Stats(int(round(n)), mean, comoment)
 
 
+def _draw(rng: np.random.Generator, n_shards: int) -> np.ndarray:
+    """How many times each of ``n_shards`` shards is drawn in one bootstrap resample."""
+    return rng.multinomial(n_shards, np.full(n_shards, 1 / n_shards))
+
+
 def bootstrap(
     train_shards: Sequence,
     test_shards: Sequence,
@@ -849,15 +886,26 @@ def bootstrap(
     models=None,
     device=None,
     progress: bool = True,
+    resample: str = "both",
 ) -> BootstrapResult:
     """Percentile confidence intervals for every group R², pairwise R² and ρ.
 
-    Each replicate draws as many train shards and test shards as there are, with
-    replacement, merges their moments (weighted sums: no pass over the data) and reruns
-    :func:`decompose`. Shards should be exchangeable (equal-sized random batches), and
-    there should be enough of them (say >= 10) for the resampling to mean much. This
-    captures sampling variability of the fit and of the test score; it is beyond the
-    paper, which reports point estimates only.
+    Each replicate draws as many shards as there are, with replacement, merges their
+    moments (weighted sums: no pass over the data) and reruns :func:`decompose`. Shards
+    should be exchangeable (equal-sized random batches), and there should be enough of
+    them (say >= 10) for the resampling to mean much. Beyond the paper, which reports
+    point estimates only.
+
+    What is resampled decides what the interval covers:
+
+    - ``"test"``: the fit stays the one on all train data; the interval covers the
+      sampling noise of the test score only. Cheap (no refit) and centred on the estimate.
+    - ``"train"`` / ``"both"``: the fit is redone on resampled train data, so the interval
+      also covers the variability of W. Caveat: a resample repeats shards, so it holds
+      only about 63 % distinct samples; when ``n_train`` is only a few times the basis
+      width the refitted models overfit more than the original one and the test R² of the
+      replicates sit *below* the estimate (the percentile interval may then exclude it).
+      Trust these intervals only when ``n_train`` is much larger than every basis width.
 
     Parameters
     ----------
@@ -871,12 +919,18 @@ def bootstrap(
         Coverage of the percentile intervals.
     ridge, regulariser, models, device
         As in :func:`decompose`.
+    progress : bool, default=True
+        Show a tqdm bar over the replicates.
+    resample : {"both", "train", "test"}, default="both"
+        Which shards are resampled (the others are used whole in every replicate).
 
     Returns
     -------
     BootstrapResult
     """
     ridge = _check_ridge(ridge, regulariser)
+    if resample not in ("both", "train", "test"):
+        raise ValueError(f"`resample` must be 'both', 'train' or 'test', got {resample!r}")
     if int(n_boot) < 2:
         raise ValueError(f"`n_boot` must be >= 2, got {n_boot!r}")
     if not 0 < level < 1:
@@ -887,8 +941,11 @@ def bootstrap(
     model_map = _resolve_models(models, first)
     blocks = list(model_map.values())
     device = torch.device(device) if device is not None else first.device
-    train_pool = _ShardPool(train_shards, "train_shards", blocks, device)
-    test_pool = _ShardPool(test_shards, "test_shards", blocks, device)
+    resample_train, resample_test = resample in ("both", "train"), resample in ("both", "test")
+    train_pool = _ShardPool(train_shards, "train_shards", blocks, device, 1 + resample_train)
+    test_pool = _ShardPool(test_shards, "test_shards", blocks, device, 1 + resample_test)
+    # With the train set fixed every replicate has the same fits: solve them once.
+    fit_cache = None if resample_train else {}
     slices, start = {}, 0
     for label, block in model_map.items():
         slices[label] = slice(start, start + first.dims[block])
@@ -904,16 +961,14 @@ def bootstrap(
         with warnings.catch_warnings():
             if quiet:  # the point estimate already warned once
                 warnings.simplefilter("ignore", UserWarning)
-            return _decompose_problem(prob, ridge, regulariser, False, True, False)
+            return _decompose_problem(prob, ridge, regulariser, False, True, False, fit_cache)
 
     estimate = run(np.ones(len(train_pool), int), np.ones(len(test_pool), int), quiet=False)
     rng = np.random.default_rng(seed)
     group, rho, pair = [], [], []
     for _ in tqdm(range(int(n_boot)), desc="LMD bootstrap", disable=not progress):
-        train_counts = rng.multinomial(
-            len(train_pool), np.full(len(train_pool), 1 / len(train_pool))
-        )
-        test_counts = rng.multinomial(len(test_pool), np.full(len(test_pool), 1 / len(test_pool)))
+        train_counts = _draw(rng, len(train_pool)) if resample_train else np.ones(len(train_pool))
+        test_counts = _draw(rng, len(test_pool)) if resample_test else np.ones(len(test_pool))
         dec = run(train_counts, test_counts)
         group.append(dec.group_r2.to_numpy())
         rho.append(dec.group_rho)

@@ -64,7 +64,9 @@ class Moments:
             raise ValueError("`dims` must name at least one block, got an empty mapping")
         for name, width in dims.items():
             if not isinstance(name, str) or int(width) <= 0:
-                raise ValueError(f"block {name!r} must have a positive integer width, got {width!r}")
+                raise ValueError(
+                    f"block {name!r} must have a positive integer width, got {width!r}"
+                )
         self.dims: dict[str, int] = {name: int(width) for name, width in dims.items()}
         self.device = torch.device(device)
         self._offsets: dict[str, slice] = {}
@@ -239,7 +241,9 @@ class Moments:
         self._require(1)
         return self._mean[self._index(names)]
 
-    def comoment(self, a: str | Sequence[str], b: str | Sequence[str] | None = None) -> torch.Tensor:
+    def comoment(
+        self, a: str | Sequence[str], b: str | Sequence[str] | None = None
+    ) -> torch.Tensor:
         """Centred co-moment ``Xcᵀ Yc`` of blocks ``a`` and ``b``, shape ``(d_a, d_b)``."""
         ia = self._index(a)
         ib = ia if b is None else self._index(b)
@@ -277,9 +281,9 @@ class Moments:
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | Path) -> None:
         """Save to a safetensors file (block layout and count in its metadata)."""
-        from safetensors.torch import save_file
-
         import json
+
+        from safetensors.torch import save_file
 
         meta = {"n": str(self.n), "dims": json.dumps(list(self.dims.items()))}
         save_file(

@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import ast
 import datetime as dt
+import functools
 import json
 import os
 import platform
@@ -242,9 +243,16 @@ def declared_parameters(source: str | Path) -> dict[str, dict[str, Any]]:
         Name → ``{"name", "inferred_type_name", "default", "help"}`` as
         :func:`papermill.inspect_notebook` reports them (``default`` is source text).
     """
+    path = Path(source).resolve()
+    return dict(_inspect(str(path), path.stat().st_mtime_ns))
+
+
+@functools.lru_cache(maxsize=256)
+def _inspect(path: str, mtime_ns: int) -> dict[str, dict[str, Any]]:
+    # keyed on the modification time: a notebook edited between two calls is re-read
     import papermill
 
-    return dict(papermill.inspect_notebook(str(source)))
+    return dict(papermill.inspect_notebook(path))
 
 
 def _check_profile(profile: str) -> None:

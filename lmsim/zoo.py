@@ -18,6 +18,11 @@ Models (:data:`MODELS`), built in dependency order ``tokenizer -> mlm-s0 -> dist
 ``ft-finefood``   ``mlm-s0`` fine-tuned on fine-food reviews (great / other)
 ==============  ===========================================================================
 
+The seed sets the initialisation, the data order and the masking. Models that share a
+seed (``mlm-s0``, ``mlm-deep-s0``, ``clm-s0``, ``electra-s0``) start from the same random
+stream, so e.g. ``mlm-s0`` and ``mlm-deep-s0`` begin with the same embeddings: a controlled
+"same start, different objective or depth" comparison; ``mlm-s1``/``mlm-s2`` vary the seed.
+
 Every model is an ordinary Hugging Face directory (``save_pretrained``, safetensors, the
 tokenizer, ``zoo.json`` with the training facts, ``training_log.csv``) under
 ``lmsim._cache.cache_dir("zoo", profile)``. Masked, RTD and classification models load with
@@ -136,20 +141,24 @@ class ZooProfile:
         only the masked ones (cheaper).
     device : str
         ``"auto"`` (CUDA if available), ``"cpu"``, ``"cuda"``.
+    threads : int or None
+        CPU threads while this profile trains (restored afterwards); None leaves torch's
+        setting. Toy models gain nothing from intra-op threads, and on a busy machine each
+        parallel region waits for a descheduled thread.
     bf16, fused_adamw, compile : bool
         CUDA-only speed-ups; on CPU they are switched off and the same code runs.
     """
 
     name: str
     vocab_size: int = 8000
-    hidden: int = 128
+    hidden: int = 64
     layers: int = 4
     deep_layers: int = 8
     heads: int = 4
     seq_len: int = 64
-    batch_size: int = 32
-    steps: int = 300
-    lr: float = 2e-3
+    batch_size: int = 16
+    steps: int = 1500
+    lr: float = 3e-3
     warmup_frac: float = 0.06
     weight_decay: float = 0.01
     dropout: float = 0.0
@@ -160,9 +169,9 @@ class ZooProfile:
     max_valid_lines: int | None = None
     max_ft_train: int | None = None
     max_ft_test: int | None = None
-    eval_every: int = 100
+    eval_every: int = 250
     n_eval_chunks: int = 64
-    checkpoint_every: int = 100
+    checkpoint_every: int = 250
     gen_hidden_ratio: float = 0.25
     rtd_weight: float = 50.0
     distil_temperature: float = 2.0
@@ -171,6 +180,7 @@ class ZooProfile:
     distil_alpha_cos: float = 1.0
     distil_ce_positions: str = "masked"
     device: str = "auto"
+    threads: int | None = None
     bf16: bool = False
     fused_adamw: bool = False
     compile: bool = False
@@ -210,6 +220,7 @@ PROFILES: dict[str, ZooProfile] = {
         eval_every=10,
         n_eval_chunks=16,
         checkpoint_every=10,
+        threads=1,
     ),
     "default": ZooProfile(name="default"),
     "gpu": ZooProfile(
@@ -917,6 +928,8 @@ def _schedule(optimizer, total_steps: int, warmup_frac: float):
 
 
 def _atomic_save(obj, path: Path) -> None:
+    # The folder may have been removed by a concurrent build that finished first.
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
     torch.save(obj, tmp)
     os.replace(tmp, path)
@@ -1009,7 +1022,7 @@ def _train(
             "tok_s": f"{window_tokens / max(elapsed, 1e-9):.0f}",
         }
         if "val_ppl" in row:
-            last_val = f"{row['val_ppl']:.1f}"
+            last_val = f"{row['val_ppl']:.0f} (unigram {row.get('unigram_ppl', math.nan):.0f})"
         if last_val:
             postfix["val_ppl"] = last_val
         bar.set_postfix(postfix)
@@ -1127,7 +1140,7 @@ def _mlm_run(model, data: _LMData, prof: ZooProfile, seed: int, device) -> _Run:
             prof.batch_size,
             device,
         )
-        return {"val_ppl": out["val_ppl"]}
+        return {"val_ppl": out["val_ppl"], "unigram_ppl": out["unigram_ppl"]}
 
     n_layers = model.config.num_hidden_layers
     return _Run(
@@ -1147,8 +1160,8 @@ def _clm_run(model, data: _LMData, prof: ZooProfile, seed: int, device) -> _Run:
         return masked_lm_loss(logits, batch[:, 1:]), batch.numel(), {}
 
     def eval_fn():
-        chunks = data.valid[: prof.n_eval_chunks]
-        return {"val_ppl": _causal_ppl(model, chunks, data, prof.batch_size, device)["val_ppl"]}
+        out = _causal_ppl(model, data.valid[: prof.n_eval_chunks], data, prof.batch_size, device)
+        return {"val_ppl": out["val_ppl"], "unigram_ppl": out["unigram_ppl"]}
 
     return _Run(
         {"model": model},
@@ -1279,7 +1292,7 @@ def _distil_run(student, teacher, data: _LMData, prof: ZooProfile, seed: int, de
             prof.batch_size,
             device,
         )
-        return {"val_ppl": out["val_ppl"]}
+        return {"val_ppl": out["val_ppl"], "unigram_ppl": out["unigram_ppl"]}
 
     n_layers = student.config.num_hidden_layers
     # The teacher's forward pass costs a third of its training FLOPs.
@@ -1358,7 +1371,10 @@ def _root(prof: ZooProfile) -> Path:
 
 
 def _build_hint(prof: ZooProfile) -> str:
-    return f"build it with `python -m lmsim.zoo build --profile {prof.name}` or model_dir(..., build=True)"
+    return (
+        f"build it with `python -m lmsim.zoo build --profile {prof.name}` "
+        f"or model_dir(..., build=True)"
+    )
 
 
 class _atomic_dir:
@@ -1448,7 +1464,13 @@ def build_model(
     work = _root(prof) / f".{name}.partial"
     work.mkdir(parents=True, exist_ok=True)
     builder = _finetune_build if spec.objective == "finetune" else _lm_build
-    result = builder(name, spec, prof, device, work, progress, _stop_after)
+    threads_before = torch.get_num_threads()
+    if prof.threads:
+        torch.set_num_threads(prof.threads)
+    try:
+        result = builder(name, spec, prof, device, work, progress, _stop_after)
+    finally:
+        torch.set_num_threads(threads_before)
     if result is None:  # interrupted on purpose (tests)
         return work
     model, tokenizer, facts, log = result
@@ -1742,9 +1764,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             torch.set_num_threads(args.threads)
         started = time.perf_counter()
         paths = build(args.only, prof)
-        print(
-            f"built {len(paths)} models in {time.perf_counter() - started:.1f} s under {_root(prof)}"
-        )
+        seconds = time.perf_counter() - started
+        print(f"built {len(paths)} models in {seconds:.1f} s under {_root(prof)}")
     table = summary(prof)
     with pd.option_context("display.width", 200, "display.max_columns", 30):
         shown = table.drop(columns=["architecture", "val_ppl_of", "mfu"]).set_index("name")

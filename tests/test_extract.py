@@ -580,3 +580,38 @@ def test_models_by_name_use_load_model(monkeypatch, tiny):
     assert calls == [("tiny-x", "cpu")] and mom.names == ["tiny-x/layer.2"]
     with pytest.raises(ValueError, match="duplicate"):
         extract_moments(["a", "a"], TEXTS, **KW)
+
+
+def test_local_directory_through_load_model(tiny):
+    model, tok = tiny["bert"]
+    acts = extract_activations([model.name_or_path], TEXTS[:3], layers="last", **KW)
+    ref = extract_activations({model.name_or_path: (model, tok)}, TEXTS[:3], layers="last", **KW)
+    np.testing.assert_allclose(
+        acts[f"{model.name_or_path}/layer.2"], ref[f"{model.name_or_path}/layer.2"], atol=1e-6
+    )
+
+
+# ---------------------------------------------------------------------- GPU
+@pytest.mark.gpu
+def test_gpu_matches_cpu(tiny):
+    pairs = {"bert": tiny["bert"], "gpt2": tiny["gpt2"]}
+    cpu = extract_moments(pairs, SENTENCES, pooling="word", cache=False, **KW)
+    kw = dict(pooling="word", cache=False, device="cuda", progress=False)
+    fp32 = extract_moments(pairs, SENTENCES, dtype="float32", **kw)
+    bf16 = extract_moments(pairs, SENTENCES, **kw)  # default: bfloat16 autocast
+    assert fp32.device.type == "cuda" and bf16.device.type == "cuda"
+    torch.testing.assert_close(fp32.cov(cpu.names).cpu(), cpu.cov(cpu.names), atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(bf16.mean(cpu.names).cpu(), cpu.mean(cpu.names), atol=0.1, rtol=0.05)
+    for model, _ in pairs.values():
+        model.to("cpu")
+
+
+def test_lowercase_and_progress_bar(tiny, capsys):
+    model, tok = tiny["gpt2"]
+    pair = {"g": (model, tok)}
+    upper = [t.upper() for t in TEXTS[:4]]
+    lowered = extract_activations(pair, upper, lowercase=True, device="cpu", progress=True)
+    plain = extract_activations(pair, TEXTS[:4], **KW)
+    np.testing.assert_allclose(lowered["g/layer.3"], plain["g/layer.3"], atol=1e-6)
+    assert not np.allclose(extract_activations(pair, upper, **KW)["g/layer.3"], plain["g/layer.3"])
+    assert "tok_s" in capsys.readouterr().err

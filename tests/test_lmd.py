@@ -1,4 +1,4 @@
-"""Tests of lmsim.lmd against naive closed forms written from Eq. 6-11 of Zhang et al. (2022)."""
+"""Tests of lmsim.lmd against naive closed forms written from Eq. 6-11 of Zhang (2022)."""
 
 from __future__ import annotations
 
@@ -370,6 +370,33 @@ def test_bootstrap_contains_estimate_and_shrinks_with_more_shards(seed):
     assert width[80] < width[10]
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_bootstrap_of_test_set_keeps_the_fit_and_contains_estimate(seed):
+    train, test = correlated_models(seed, n_train=300, n_test=600, noise=1.0)
+    one_train_shard = [Moments.from_arrays(train)]  # allowed: the train set is not resampled
+    res = bootstrap(
+        one_train_shard, shards_of(test, 30), n_boot=40, seed=seed, resample="test", progress=False
+    )
+    assert res.estimate.group_rho == pytest.approx(decompose(train, test).group_rho, abs=1e-10)
+    ci = res.group_r2_ci()
+    assert ((ci["lower"] <= ci["estimate"]) & (ci["estimate"] <= ci["upper"])).all(), ci
+    assert (ci["upper"] > ci["lower"]).all()
+
+
+def test_bootstrap_resampling_train_is_biased_down_when_the_fit_overfits():
+    # Documented caveat: repeated shards shrink the effective n_train below the basis width.
+    train, test = correlated_models(0, n_train=30, n_test=400, widths={"a": 3, "b": 12, "c": 12})
+    res = bootstrap(
+        shards_of(train, 10),
+        shards_of(test, 10),
+        n_boot=30,
+        seed=0,
+        resample="train",
+        progress=False,
+    )
+    assert np.median(res.group_rho_samples) < res.estimate.group_rho
+
+
 # ---------------------------------------------------------------------- errors
 def test_errors_name_the_problem():
     train, test = correlated_models(0)
@@ -391,6 +418,8 @@ def test_errors_name_the_problem():
         decompose([1, 2], test)
     with pytest.raises(ValueError, match="at least 2 shards"):
         bootstrap([Moments.from_arrays(train)], [Moments.from_arrays(test)] * 2)
+    with pytest.raises(ValueError, match="resample"):
+        bootstrap([Moments.from_arrays(train)] * 2, [Moments.from_arrays(test)] * 2, resample="x")
 
 
 def test_underdetermined_fit_warns_and_ridge_zero_raises():
@@ -405,6 +434,23 @@ def test_underdetermined_fit_warns_and_ridge_zero_raises():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         r2(train, test, "v", "u", ridge=1e-3)  # a 2-wide basis is fine with 8 samples
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_singular_basis_without_ridge_uses_minimum_norm_solution(seed):
+    train, test = correlated_models(seed)
+    dup = {**train, "b2": train["b"].copy()}
+    dup_test = {**test, "b2": test["b"].copy()}
+    with pytest.warns(UserWarning, match="minimum-norm"):
+        got = r2(dup, dup_test, "a", ["b", "b2"], ridge=0.0)
+    Z = np.hstack([train["b"], train["b"]])
+    Zc, Uc = Z - Z.mean(0), train["a"] - train["a"].mean(0)
+    W = (np.linalg.pinv(Zc.T @ Zc) @ Zc.T @ Uc).T  # Eq. 5, Moore-Penrose
+    b = train["a"].mean(0) - W @ Z.mean(0)
+    resid = test["a"] - np.hstack([test["b"], test["b"]]) @ W.T - b
+    expected = 1 - (resid**2).sum() / ((test["a"] - test["a"].mean(0)) ** 2).sum()
+    assert got == pytest.approx(expected, abs=1e-8)
+    assert got == pytest.approx(r2(train, test, "a", "b", ridge=0.0), abs=1e-8)
 
 
 @pytest.mark.gpu

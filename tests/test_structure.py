@@ -116,7 +116,10 @@ def typed_parameter_problems(source: str) -> list[str]:
         ):
             problems.append(f"{text!r} is not `name: type = value`")
         elif stmt.end_lineno not in comment_lines:
-            problems.append(f"{text!r} has no `# comment` saying what it is")
+            problems.append(
+                f"{text!r} has no `# comment` after its value saying what it is (if ruff format "
+                "moved a long comment inside parentheses, shorten it to fit 100 characters)"
+            )
     return problems
 
 

@@ -144,3 +144,30 @@ def test_layer_heatmap_marks_model_boundaries():
     plt.close("all")
     with pytest.raises(ValueError, match="rows"):
         layer_heatmap(matrix[:5], NAMES)
+
+
+def test_pairwise_attention_restores_the_thread_count():
+    attn, _ = random_blocks(2)
+    torch.set_num_threads(2)
+    try:
+        pairwise_attention(attn, kind="frobenius", progress=False)
+        assert torch.get_num_threads() == 2
+        with pytest.raises(ValueError):
+            pairwise_attention({"a/layer.1": [np.full((1, 2, 2), 0.7)]}, progress=False)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(1)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_mixedsim_of_a_layer_with_itself_is_one_despite_tiny_neurons(seed):
+    """Real layers (LayerNorm outliers) mix neuron variances 1e16 apart; each neuron still
+    lies in the layer's span, so its regression on the layer is exact."""
+    from lmsim.metrics import mixedsim
+    from lmsim.moments import Moments
+
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(300, 12)) * np.array([1e4] + [1.0] * 10 + [1e-4])
+    mom = Moments.from_arrays({"x": X})
+    assert mixedsim(mom, "x", "x") == pytest.approx(1.0, abs=1e-10)
+    assert mixedsim(X, X) == pytest.approx(1.0, abs=1e-10)

@@ -34,6 +34,16 @@ TINY = zoo.ZooProfile(
 )
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Tiny models gain nothing from intra-op threads, and on a loaded machine every
+    parallel region waits for a descheduled thread (~20 ms per op)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="module")
 def tiny_zoo(tmp_path_factory):
     """The whole zoo at the tiny profile, built once into a temporary cache."""
@@ -187,7 +197,10 @@ def test_cosine_embedding_loss_matches_hand_computation(seed):
     gen = torch.Generator().manual_seed(seed)
     a, b = torch.randn(6, 4, generator=gen), torch.randn(6, 4, generator=gen)
     expected = np.mean(
-        [1 - np.dot(x, y) / np.linalg.norm(x) / np.linalg.norm(y) for x, y in zip(a.numpy(), b.numpy())]
+        [
+            1 - np.dot(x, y) / np.linalg.norm(x) / np.linalg.norm(y)
+            for x, y in zip(a.numpy(), b.numpy())
+        ]
     )
     assert zoo.cosine_embedding_loss(a, b).item() == pytest.approx(expected, rel=1e-5)
     assert zoo.cosine_embedding_loss(a, 3 * a).item() == pytest.approx(0.0, abs=1e-6)
@@ -218,7 +231,8 @@ def test_distillation_loss_is_the_weighted_sum_of_its_terms():
 
 
 def _repeat_first_batch(run, n_steps=8, lr=1e-2):
-    opt = torch.optim.Adam([p for m in run.modules.values() for p in m.parameters()], lr=lr)
+    params = {id(p): p for m in run.modules.values() for p in m.parameters()}  # ELECTRA shares
+    opt = torch.optim.Adam(list(params.values()), lr=lr)
     losses = []
     for _ in range(n_steps):
         loss, n_tokens, _ = run.loss_fn(0)  # step 0: the same batch and masking each time
@@ -261,7 +275,8 @@ def test_distil_student_copies_alternate_teacher_layers(smoke_data):
         ):
             assert torch.equal(a, b)
     assert torch.equal(
-        student.bert.embeddings.word_embeddings.weight, teacher.bert.embeddings.word_embeddings.weight
+        student.bert.embeddings.word_embeddings.weight,
+        teacher.bert.embeddings.word_embeddings.weight,
     )
 
 
@@ -368,7 +383,9 @@ def test_round_trip_through_load_model(tiny_zoo, monkeypatch):
 def test_gpu_profile_code_path_runs_on_cpu(tmp_path, monkeypatch):
     # The gpu profile's bf16 / fused AdamW / compile switch off without CUDA; same code runs.
     monkeypatch.setenv("LMSIM_CACHE", str(tmp_path))
-    sizes = {k: getattr(TINY, k) for k in ("vocab_size", "hidden", "layers", "deep_layers", "heads")}
+    sizes = {
+        k: getattr(TINY, k) for k in ("vocab_size", "hidden", "layers", "deep_layers", "heads")
+    }
     prof = dataclasses.replace(
         zoo.PROFILES["gpu"],
         name="gpu-tiny",
@@ -395,6 +412,15 @@ def test_cli_list(tiny_zoo, monkeypatch, capsys):
     assert zoo.main(["list", "--profile", "tiny"]) == 0
     out = capsys.readouterr().out
     assert all(name in out for name in zoo.MODELS)
+
+
+def test_cli_build_skips_finished_models(tiny_zoo, monkeypatch, capsys):
+    monkeypatch.setenv("LMSIM_CACHE", str(tiny_zoo["mlm-s0"].parents[2]))
+    monkeypatch.setitem(zoo.PROFILES, "tiny", TINY)
+    before = (tiny_zoo["distil-mlm"] / "model.safetensors").stat().st_mtime_ns
+    assert zoo.main(["build", "--profile", "tiny", "--only", "distil-mlm"]) == 0
+    assert "built 2 models" in capsys.readouterr().out  # the student and its teacher
+    assert (tiny_zoo["distil-mlm"] / "model.safetensors").stat().st_mtime_ns == before
 
 
 def test_plot_training_curves(tiny_zoo, monkeypatch):

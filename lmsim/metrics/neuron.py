@@ -35,8 +35,9 @@ class NeuronBlock:
     scale : Tensor of shape (d_kept,)
         ``‖Xc[:, k]‖`` of each kept neuron (std up to the factor ``sqrt(n)``).
     whiten : Tensor of shape (d_kept, r) or None
-        ``V_r S_r⁻¹`` of the kept neurons' co-moment: ``Xc[:, kept] @ whiten`` is an
-        orthonormal basis of the block's column space (mixedsim targets only).
+        ``D⁻¹ V_r S_r⁻¹`` with ``V S² Vᵀ`` the kept neurons' correlation matrix and ``D``
+        their norms: ``Xc[:, kept] @ whiten`` is an orthonormal basis of the block's
+        column space (mixedsim targets only).
     """
 
     kept: torch.Tensor
@@ -51,9 +52,14 @@ def prepare_neuronsim(stats: BlockStats, fn: str = "neuronsim") -> NeuronBlock:
 
 def prepare_mixedsim(stats: BlockStats) -> NeuronBlock:
     block = prepare_neuronsim(stats, fn="mixedsim")
-    evals, evecs = eigh_desc(stats.comoment[block.kept][:, block.kept])
+    # Whiten the correlation matrix, not the co-moment: R is invariant to rescaling Y's
+    # neurons, and real layers mix neurons whose variances differ by 1e16 (LayerNorm
+    # outliers), which the rank cut-off of the raw co-moment would wrongly drop.
+    scale = block.scale
+    corr = stats.comoment[block.kept][:, block.kept] / torch.outer(scale, scale)
+    evals, evecs = eigh_desc(corr)
     rank = numerical_rank(evals)
-    block.whiten = evecs[:, :rank] / evals[:rank].sqrt()
+    block.whiten = evecs[:, :rank] / evals[:rank].sqrt() / scale[:, None]
     return block
 
 

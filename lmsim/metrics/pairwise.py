@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 
 import numpy as np
+import torch
 from tqdm.auto import tqdm
 
 from lmsim.metrics._linalg import BlockStats
@@ -61,6 +62,9 @@ RAW_METRICS: dict[str, Callable] = {
     "neuronsim": neuronsim,
     "mixedsim": mixedsim,
 }
+
+#: Metrics with ``m(X, Y) == m(Y, X)``: each unordered pair is computed once.
+SYMMETRIC = frozenset({"linear_cka", "svcca"})
 
 _OPTIONS = {"svcca": {"threshold", "paper_compat"}, "pwcca": {"paper_compat"}}
 
@@ -139,9 +143,14 @@ def pairwise_matrix(
 
     out = np.empty((len(names_a), len(names_b)), dtype=np.float64)
     pairs = [(i, j) for i in range(len(names_a)) for j in range(len(names_b))]
+    done: dict[tuple[str, str], float] = {}
     for i, j in tqdm(pairs, desc=f"{metric} pairs", disable=not progress, leave=False):
         a, b = names_a[i], names_b[j]
+        if metric in SYMMETRIC and (b, a) in done:
+            out[i, j] = done[(b, a)]
+            continue
         out[i, j] = pair(prepared(prep_src, a), prepared(prep_tgt, b), mom.comoment(a, b))
+        done[(a, b)] = out[i, j]
     return out
 
 
@@ -235,6 +244,17 @@ def pairwise_attention(
     unknown = sorted(set(causal) - set(names))
     if unknown:
         raise KeyError(f"`causal` names blocks {unknown} that are not in `attn`")
+    # The per-sentence matrices are tiny: on a busy CPU, OpenMP threads spin-wait far
+    # longer than these operations take, so the loop runs on one thread.
+    n_threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _pairwise_attention(attn, names, kind, causal, progress)
+    finally:
+        torch.set_num_threads(n_threads)
+
+
+def _pairwise_attention(attn, names, kind, causal, progress) -> np.ndarray:
     n = len(names)
     out = np.empty((n, n), dtype=np.float64)
     pairs = [(i, j) for i in range(n) for j in range(i, n)]
