@@ -299,6 +299,19 @@ class _Problem:
                         "embedding): R² is undefined; check the extraction or drop the model"
                     )
 
+    def warn_small_variance(self, ridge: float) -> None:
+        """Warn when a model's variance per dimension is not far above the ridge."""
+        for label, sl in self.slices.items():
+            var = float(self.train.comoment.diagonal()[sl].mean()) / max(self.train.n - 1, 1)
+            if var < 100 * ridge:
+                warnings.warn(
+                    f"model {label!r} has a mean variance of {var:.3g} per dimension, within a "
+                    f"factor 100 of ridge={ridge:g}: the ridge shrinks its fits (R² of the model "
+                    "on itself falls below 1); lower `ridge` or rescale the embeddings",
+                    UserWarning,
+                    stacklevel=3,
+                )
+
     def index(self, labels: Sequence[str]) -> torch.Tensor:
         return torch.cat(
             [torch.arange(self.slices[m].start, self.slices[m].stop) for m in labels]
@@ -549,6 +562,7 @@ def decompose(
     train_m = _as_moments(train, "train", device)
     test_m = _as_moments(test, "test", device if device is not None else train_m.device)
     prob = _Problem(train_m, test_m, _resolve_models(models, train_m), device)
+    prob.warn_small_variance(ridge)
     return _decompose_problem(prob, ridge, regulariser, return_weights, pairwise, progress)
 
 

@@ -209,7 +209,8 @@ PROFILES: dict[str, ZooProfile] = {
         layers=2,
         deep_layers=4,
         heads=2,
-        seq_len=32,
+        # 64 positions, like the default zoo: the chapters' smoke runs feed whole sentences.
+        seq_len=64,
         batch_size=16,
         steps=30,
         lr=3e-3,

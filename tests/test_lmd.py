@@ -80,6 +80,7 @@ def naive_r2(train, test, target, basis, ridge=1e-6, regulariser="code"):
 
 
 # ---------------------------------------------------------------------- agreement with naive
+@pytest.mark.filterwarnings("ignore:model .* mean variance")
 @pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize("ridge", [1e-6, 0.3])
 def test_decompose_matches_naive_closed_form(seed, ridge):
@@ -451,6 +452,18 @@ def test_singular_basis_without_ridge_uses_minimum_norm_solution(seed):
     expected = 1 - (resid**2).sum() / ((test["a"] - test["a"].mean(0)) ** 2).sum()
     assert got == pytest.approx(expected, abs=1e-8)
     assert got == pytest.approx(r2(train, test, "a", "b", ridge=0.0), abs=1e-8)
+
+
+def test_warns_when_variance_is_near_the_ridge():
+    train, test = correlated_models(0)
+    small = {k: 1e-4 * v for k, v in train.items()}
+    small_test = {k: 1e-4 * v for k, v in test.items()}
+    with pytest.warns(UserWarning, match="within a factor 100 of ridge"):
+        dec = decompose(small, small_test, ridge=1e-6)
+    assert np.diag(dec.pairwise_r2).min() < 0.999  # the ridge really does shrink the self-fit
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        decompose(train, test, ridge=1e-6)
 
 
 @pytest.mark.gpu

@@ -171,3 +171,18 @@ def test_mixedsim_of_a_layer_with_itself_is_one_despite_tiny_neurons(seed):
     mom = Moments.from_arrays({"x": X})
     assert mixedsim(mom, "x", "x") == pytest.approx(1.0, abs=1e-10)
     assert mixedsim(X, X) == pytest.approx(1.0, abs=1e-10)
+
+
+def test_pairwise_matrix_runs_pairs_on_one_cpu_thread_and_restores_the_count():
+    from lmsim.metrics import pairwise_matrix
+    from lmsim.moments import Moments
+
+    rng = np.random.default_rng(0)
+    mom = Moments.from_arrays({"a": rng.normal(size=(50, 4)), "b": rng.normal(size=(50, 3))})
+    torch.set_num_threads(2)
+    try:
+        out = pairwise_matrix(mom, ["a", "b"], metric="pwcca", progress=False)
+        assert torch.get_num_threads() == 2
+        assert np.allclose(np.diag(out), 1.0)
+    finally:
+        torch.set_num_threads(1)

@@ -287,6 +287,40 @@ def test_electra_generator_shares_embeddings(smoke_data):
     assert gen.config.hidden_size < disc.config.hidden_size
 
 
+def test_electra_rtd_labels_mark_exactly_the_replaced_tokens(smoke_data):
+    """The discriminator reads the corrupted sequence; a label is 1 where the sampled token
+    differs from the original, 0 elsewhere (masked positions where the generator drew the
+    original token included); the loss and accuracy count real tokens only."""
+    disc, gen = zoo._electra_pair(TINY, smoke_data.tokenizer, 0)
+    batch = smoke_data.train[:8]
+    seen = {}
+    forward = disc.forward
+
+    def spy(*args, **kwargs):
+        seen["input_ids"] = kwargs["input_ids"].clone()
+        return forward(*args, **kwargs)
+
+    disc.forward = spy
+    rng = zoo._step_generator(0, 0)
+    _, labels = zoo.mask_tokens(
+        batch,
+        smoke_data.special_ids,
+        smoke_data.tokenizer.mask_token_id,
+        len(smoke_data.tokenizer),
+        zoo._step_generator(0, 0),
+    )
+    with torch.no_grad():
+        out = zoo._electra_forward(disc, gen, batch, smoke_data, rng)
+    corrupted = seen["input_ids"]
+    selected = labels != zoo.IGNORE_INDEX
+    assert torch.equal(corrupted[~selected], batch[~selected])  # only masked positions change
+    real = ~torch.isin(batch, smoke_data.special_ids)
+    expected = (corrupted != batch) & selected
+    assert torch.equal(out["is_replaced"], expected[real])
+    assert 0 < int(out["is_replaced"].sum()) < int(selected.sum()) + 1
+    assert out["rtd_correct"].numel() == int(real.sum())
+
+
 # ----------------------------------------------------------------------------- training runs
 
 

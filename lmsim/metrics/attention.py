@@ -112,15 +112,13 @@ def _pearson_sum(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.
 
 
 def _js_sum(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, int]:
-    total = a.new_zeros(a.shape[0], b.shape[0])
-    for h in range(a.shape[0]):
-        p = a[h][None]
-        q = b
-        m = 0.5 * (p + q)
-        kl_pm = (torch.xlogy(p, p) - torch.xlogy(p, m)).sum(dim=-1)
-        kl_qm = (torch.xlogy(q, q) - torch.xlogy(q, m)).sum(dim=-1)
-        total[h] = (0.5 * (kl_pm + kl_qm)).sum(dim=-1)
-    return total, a.shape[1]
+    # All head pairs at once, (H, H', q, k): one sentence's rows are short, so the
+    # broadcast is small and avoids a Python loop over heads.
+    p, q = a[:, None], b[None]
+    m = 0.5 * (p + q)
+    kl_pm = (torch.xlogy(p, p) - torch.xlogy(p, m)).sum(dim=-1)
+    kl_qm = (torch.xlogy(q, q) - torch.xlogy(q, m)).sum(dim=-1)
+    return (0.5 * (kl_pm + kl_qm)).sum(dim=-1), a.shape[1]
 
 
 def attention_head_similarity(A_list_l, B_list_lp, kind: str = "frobenius") -> np.ndarray:

@@ -10,7 +10,8 @@ per-pair arithmetic is the very function the single-pair metrics call, so
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from functools import partial
 
 import numpy as np
@@ -38,6 +39,26 @@ __all__ = [
     "pairwise_matrix",
     "pairwise_matrix_raw",
 ]
+
+
+@contextmanager
+def _one_cpu_thread(device) -> Iterator[None]:
+    """Run an all-pairs loop on one CPU thread (no-op on GPUs).
+
+    Each pair is a few small LAPACK calls (an SVD of at most width × width); on a shared
+    CPU, OpenMP threads spin-wait far longer than such calls take (an SVD of a 576 × 576
+    matrix measured 40× slower on two busy threads than on one).
+    """
+    if torch.device(device).type != "cpu":
+        yield
+        return
+    n_threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(n_threads)
+
 
 #: Metrics that are functions of the moments: name → (prepare source, prepare target, pair).
 MOMENT_METRICS: dict[str, tuple[Callable, Callable, Callable]] = {
@@ -144,13 +165,14 @@ def pairwise_matrix(
     out = np.empty((len(names_a), len(names_b)), dtype=np.float64)
     pairs = [(i, j) for i in range(len(names_a)) for j in range(len(names_b))]
     done: dict[tuple[str, str], float] = {}
-    for i, j in tqdm(pairs, desc=f"{metric} pairs", disable=not progress, leave=False):
-        a, b = names_a[i], names_b[j]
-        if metric in SYMMETRIC and (b, a) in done:
-            out[i, j] = done[(b, a)]
-            continue
-        out[i, j] = pair(prepared(prep_src, a), prepared(prep_tgt, b), mom.comoment(a, b))
-        done[(a, b)] = out[i, j]
+    with _one_cpu_thread(mom.device):
+        for i, j in tqdm(pairs, desc=f"{metric} pairs", disable=not progress, leave=False):
+            a, b = names_a[i], names_b[j]
+            if metric in SYMMETRIC and (b, a) in done:
+                out[i, j] = done[(b, a)]
+                continue
+            out[i, j] = pair(prepared(prep_src, a), prepared(prep_tgt, b), mom.comoment(a, b))
+            done[(a, b)] = out[i, j]
     return out
 
 
@@ -244,14 +266,9 @@ def pairwise_attention(
     unknown = sorted(set(causal) - set(names))
     if unknown:
         raise KeyError(f"`causal` names blocks {unknown} that are not in `attn`")
-    # The per-sentence matrices are tiny: on a busy CPU, OpenMP threads spin-wait far
-    # longer than these operations take, so the loop runs on one thread.
-    n_threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    # Per-sentence attention matrices are tiny: one thread (see _one_cpu_thread).
+    with _one_cpu_thread("cpu"):
         return _pairwise_attention(attn, names, kind, causal, progress)
-    finally:
-        torch.set_num_threads(n_threads)
 
 
 def _pairwise_attention(attn, names, kind, causal, progress) -> np.ndarray:
