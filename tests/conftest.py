@@ -21,3 +21,16 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_slow)
         if "gpu" in item.keywords and not has_cuda:
             item.add_marker(skip_gpu)
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """Run a module on one torch thread, then restore the count.
+
+    Tiny matrices and tiny models gain nothing from threads, and on a loaded shared
+    machine OpenMP synchronisation made two threads ~20x slower than one.
+    """
+    n_threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n_threads)

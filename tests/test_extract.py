@@ -42,6 +42,8 @@ from lmsim.extract import (
 )
 from lmsim.moments import Moments
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 CORPUS = [
     "the cat sat on the mat",
     "a dog barked loudly at the unbelievable postman",
@@ -140,16 +142,6 @@ def tiny(tmp_path_factory):
         "gpt2": _save_load(gpt2, bl, root / "gpt2"),
         "llama": _save_load(llama, bl, root / "llama"),
     }
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    """Tiny models gain nothing from threads, and on a loaded shared machine OpenMP
-    synchronisation makes two threads ~20x slower than one."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
 
 
 @pytest.fixture(autouse=True)

@@ -16,15 +16,7 @@ from lmsim.metrics import (
 )
 
 SEEDS = [0, 1, 2]
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    """These matrices are tiny: one thread avoids OpenMP spin-waits on shared CI cores."""
-    n_threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n_threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 KINDS = ["frobenius", "pearson", "jensen_shannon"]

@@ -6,21 +6,14 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from _helpers import random_orthogonal
 
 from lmsim.metrics import localization_scores, mixedsim, neuronsim
 from lmsim.metrics.localization import mean_to_others
 from lmsim.moments import Moments
 
 SEEDS = [0, 1, 2]
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    """These matrices are tiny: one thread avoids OpenMP spin-waits on shared CI cores."""
-    n_threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n_threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def random_pair(seed, n=250, d_x=10, d_y=14, n_latent=6):
@@ -31,11 +24,6 @@ def random_pair(seed, n=250, d_x=10, d_y=14, n_latent=6):
     X = X * rng.uniform(0.3, 3.0, size=d_x) + rng.normal(size=d_x)
     Y = Y * rng.uniform(0.3, 3.0, size=d_y) + rng.normal(size=d_y)
     return X, Y
-
-
-def random_orthogonal(d, seed):
-    q, r = np.linalg.qr(np.random.default_rng(seed + 100).normal(size=(d, d)))
-    return q * np.sign(np.diag(r))
 
 
 # ----------------------------------------------------------------------- naive versions

@@ -7,15 +7,7 @@ import torch
 from lmsim.moments import Moments
 
 SEEDS = [0, 1, 2]
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    """These matrices are tiny: one thread avoids OpenMP spin-waits on shared CI cores."""
-    n_threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n_threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def random_acts(seed, n=120, dims=(("a", 4), ("b", 3))):

@@ -14,14 +14,7 @@ from lmsim.metrics.localization import block_means, cross_model_mean, layer_tabl
 from lmsim.plotting import layer_heatmap
 
 SEEDS = [0, 1, 2]
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    n_threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n_threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def random_attention(rng, n_heads, lengths, causal):
