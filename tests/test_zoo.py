@@ -321,6 +321,47 @@ def test_electra_rtd_labels_mark_exactly_the_replaced_tokens(smoke_data):
     assert out["rtd_correct"].numel() == int(real.sum())
 
 
+def test_electra_low_temperature_samples_the_generator_argmax(smoke_data):
+    disc, gen = zoo._electra_pair(TINY, smoke_data.tokenizer, 0)
+    with torch.no_grad():
+        out = zoo._electra_forward(
+            disc, gen, smoke_data.train[:8], smoke_data, zoo._step_generator(0, 0), 1e-6
+        )
+        replaced = out["gen_logits"].argmax(-1)
+    # Every masked position either keeps its token (argmax == original) or is replaced by
+    # the argmax: the number of replaced tokens is the number of argmax misses.
+    assert int(out["is_replaced"].sum()) == int((replaced != out["targets"]).sum())
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_rtd_summary_against_naive(seed):
+    from sklearn.metrics import log_loss, roc_auc_score
+
+    rng = np.random.default_rng(seed)
+    labels = rng.random(500) < 0.15
+    logits = rng.normal(size=500) + 2.0 * labels - 1.5
+    got = zoo.rtd_summary(torch.tensor(logits), torch.tensor(labels))
+    prob = 1 / (1 + np.exp(-logits))
+    frac = labels.mean()
+    assert got["rtd_accuracy"] == pytest.approx(np.mean((prob > 0.5) == labels))
+    assert got["rtd_baseline"] == pytest.approx(1 - frac)
+    assert got["rtd_loss"] == pytest.approx(log_loss(labels, prob))
+    assert got["rtd_baseline_loss"] == pytest.approx(log_loss(labels, np.full(500, frac)))
+    assert got["rtd_auc"] == pytest.approx(roc_auc_score(labels, logits))
+
+
+def test_rtd_summary_constant_detector_is_the_baseline():
+    labels = torch.tensor([True] * 15 + [False] * 85)
+    constant = torch.full((100,), math.log(0.15 / 0.85))
+    got = zoo.rtd_summary(constant, labels)
+    assert got["rtd_accuracy"] == pytest.approx(got["rtd_baseline"])
+    assert got["rtd_loss"] == pytest.approx(got["rtd_baseline_loss"])
+    assert got["rtd_auc"] == pytest.approx(0.5)
+    perfect = zoo.rtd_summary(torch.where(labels, 5.0, -5.0), labels)
+    assert perfect["rtd_accuracy"] == 1.0 and perfect["rtd_auc"] == 1.0
+    assert perfect["rtd_loss"] < 0.01 < got["rtd_loss"]
+
+
 # ----------------------------------------------------------------------------- training runs
 
 
@@ -355,6 +396,39 @@ def test_same_seed_same_weights_different_seed_different(tiny_zoo, tmp_path, mon
     w0, w0_again, w1 = _weights(tiny_zoo["mlm-s0"]), _weights(again), _weights(tiny_zoo["mlm-s1"])
     assert all(torch.equal(w0[k], w0_again[k]) for k in w0)
     assert any(not torch.equal(w0[k], w1[k]) for k in w0)
+
+
+def test_parallel_build_gives_the_same_weights(tiny_zoo, tmp_path, monkeypatch):
+    """Two worker processes, parents before children: same models as the serial build."""
+    monkeypatch.setenv("LMSIM_CACHE", str(tmp_path))
+    prof = dataclasses.replace(TINY, threads=1)
+    paths = zoo.build(["clm-s0", "distil-mlm"], prof, progress=False, jobs=2)
+    assert set(paths) == {"mlm-s0", "clm-s0", "distil-mlm"}
+    for name, path in paths.items():
+        got, want = _weights(path), _weights(tiny_zoo[name])
+        assert all(torch.equal(got[k], want[k]) for k in want), name
+
+
+def test_stale_settings_warn_and_rebuild(tmp_path, monkeypatch):
+    monkeypatch.setenv("LMSIM_CACHE", str(tmp_path))
+    zoo.build(["distil-mlm"], TINY, progress=False)
+    assert zoo.stale_settings("mlm-s0", dataclasses.replace(TINY, jobs=2)) == {}
+    changed = dataclasses.replace(TINY, lr=1e-3)
+    assert zoo.stale_settings("mlm-s0", changed) == {"lr": (TINY.lr, 1e-3)}
+    with pytest.warns(UserWarning, match=r"lr: 0.003 -> 0.001.*--only mlm-s0 --rebuild"):
+        zoo.model_dir("mlm-s0", changed)
+    before = (tmp_path / "zoo" / "tiny" / "distil-mlm" / "zoo.json").stat().st_mtime_ns
+    zoo.build(["mlm-s0"], changed, progress=False, rebuild=True)
+    assert zoo.stale_settings("mlm-s0", changed) == {}
+    rebuilt = tmp_path / "zoo" / "tiny" / "distil-mlm" / "zoo.json"
+    assert rebuilt.stat().st_mtime_ns != before, "what was built from mlm-s0 is rebuilt too"
+    assert zoo.stale_settings("distil-mlm", changed) == {}
+
+
+def test_build_rejects_bad_jobs(tmp_path, monkeypatch):
+    monkeypatch.setenv("LMSIM_CACHE", str(tmp_path))
+    with pytest.raises(ValueError, match="jobs"):
+        zoo.build(["mlm-s0"], TINY, progress=False, jobs=0)
 
 
 def test_tiny_zoo_metadata(tiny_zoo):
