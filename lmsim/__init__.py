@@ -5,3 +5,9 @@ decomposition and a small offline model zoo, behind a reproducible Jupyter paper
 """
 
 __version__ = "0.1.0"
+
+import warnings as _warnings
+
+# Without ipywidgets, tqdm.auto falls back to text bars in notebooks (what the static book
+# wants) but warns once per kernel; the warning would top every executed page.
+_warnings.filterwarnings("ignore", message="IProgress not found", module="tqdm")

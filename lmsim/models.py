@@ -571,18 +571,22 @@ def _from_pretrained(cls, source, **kwargs):
 
 @contextmanager
 def _quiet_transformers(quiet: bool):
-    """Silence transformers' load report (expected missing/unused heads of offline models)."""
+    """Silence transformers' load report (expected missing/unused heads of offline models)
+    and its "Loading weights" bar (offline models load in milliseconds)."""
     from transformers.utils import logging as hf_logging
 
     if not quiet:
         yield
         return
-    level = hf_logging.get_verbosity()
+    level, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
     hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
     try:
         yield
     finally:
         hf_logging.set_verbosity(level)
+        if bars:
+            hf_logging.enable_progress_bar()
 
 
 def _load_from(source, task: str, dtype: torch.dtype, quiet: bool = False, **hub_kwargs):

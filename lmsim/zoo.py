@@ -1636,7 +1636,10 @@ def _lm_build(name, spec, prof, device, work, progress, stop_after):
     elif spec.objective == "distil":
         from transformers import BertForMaskedLM
 
-        teacher = BertForMaskedLM.from_pretrained(_root(prof) / spec.parent).to(device)
+        from lmsim.models import _quiet_transformers
+
+        with _quiet_transformers(True):
+            teacher = BertForMaskedLM.from_pretrained(_root(prof) / spec.parent).to(device)
         torch.manual_seed(spec.seed)
         student, kept = _distil_student(teacher, prof)
         student = student.to(device)
