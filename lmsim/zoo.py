@@ -63,6 +63,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from lmsim._cache import cache_dir
+from lmsim.models import _quiet_transformers
 
 __all__ = [
     "MODELS",
@@ -1581,7 +1582,7 @@ def build_model(
     if result is None:  # interrupted on purpose (tests)
         return work
     model, tokenizer, facts, log = result
-    with _atomic_dir(path) as tmp:
+    with _atomic_dir(path) as tmp, _quiet_transformers(True):
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
         pd.DataFrame(log).to_csv(tmp / _LOG_CSV, index=False)
@@ -1636,8 +1637,6 @@ def _lm_build(name, spec, prof, device, work, progress, stop_after):
     elif spec.objective == "distil":
         from transformers import BertForMaskedLM
 
-        from lmsim.models import _quiet_transformers
-
         with _quiet_transformers(True):
             teacher = BertForMaskedLM.from_pretrained(_root(prof) / spec.parent).to(device)
         torch.manual_seed(spec.seed)
@@ -1672,8 +1671,6 @@ def _lm_build(name, spec, prof, device, work, progress, stop_after):
 
 def _finetune_build(name, spec, prof, device, work, progress, stop_after):
     from transformers import AutoTokenizer, BertForSequenceClassification
-
-    from lmsim.models import _quiet_transformers
 
     base = _root(prof) / spec.parent
     tokenizer = AutoTokenizer.from_pretrained(base)
