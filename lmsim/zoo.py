@@ -8,15 +8,16 @@ the seed, the depth or the distillation changes.
 
 Models (:data:`MODELS`), built in dependency order ``tokenizer -> mlm-s0 -> distil/ft-*``:
 
-==============  ===========================================================================
+================  =========================================================================
 ``mlm-s{0,1,2}``  BERT masked LM (15 % of tokens selected; 80 % [MASK], 10 % random, 10 % kept)
 ``mlm-deep-s0``   the masked LM with ``deep_layers`` layers
 ``clm-s0``        GPT-2 causal LM, same width, depth and vocabulary
-``electra-s0``    ELECTRA replaced-token detection; the discriminator is saved
+``electra-s0``    ELECTRA replaced-token detection (replacements sampled at ``gen_temperature``);
+                  the discriminator is saved
 ``distil-mlm``    DistilBERT-style student of ``mlm-s0`` (half the layers)
 ``ft-bbcnews``    ``mlm-s0`` fine-tuned on BBC News topics (5 classes)
 ``ft-finefood``   ``mlm-s0`` fine-tuned on fine-food reviews (great / other)
-==============  ===========================================================================
+================  =========================================================================
 
 The seed sets the initialisation, the data order and the masking. Models that share a
 seed (``mlm-s0``, ``mlm-deep-s0``, ``clm-s0``, ``electra-s0``) start from the same random
@@ -27,6 +28,9 @@ Every model is an ordinary Hugging Face directory (``save_pretrained``, safetens
 tokenizer, ``zoo.json`` with the training facts, ``training_log.csv``) under
 ``lmsim._cache.cache_dir("zoo", profile)``. Masked, RTD and classification models load with
 ``AutoModel`` as base encoders (the task head is dropped).
+
+The ``default`` profile trains two models at a time in one-thread worker processes
+(``jobs=2``), longest dependency chain first; see :func:`build`.
 
 Command line::
 
