@@ -975,12 +975,14 @@ def _train(
     desc: str,
     progress: bool,
     stop_after: int | None = None,
+    on_step: Callable[[int, int], None] | None = None,
 ) -> dict:
     """Run (or resume) ``run`` to ``total_steps``; checkpoints under ``work``.
 
     Returns a dict with ``log`` (list of rows), ``train_seconds``, ``tokens``, ``steps``
     and ``finished`` (False when stopped early by ``stop_after``, a testing hook that
-    simulates an interruption right after a checkpoint).
+    simulates an interruption right after a checkpoint). ``on_step(step, total_steps)``
+    is called after every step (a parallel build's progress report).
     """
     modules = list(run.modules.values())
     optimizer = _optimizer(modules, prof, run.lr, device)
@@ -1045,6 +1047,8 @@ def _train(
         if last_val:
             postfix["val_ppl"] = last_val
         bar.set_postfix(postfix)
+        if on_step is not None:
+            on_step(state["step"], run.total_steps)
         if state["step"] % prof.checkpoint_every == 0 and state["step"] < run.total_steps:
             _atomic_save(
                 {
@@ -1546,6 +1550,7 @@ def build_model(
     profile: str | ZooProfile | None = None,
     progress: bool = True,
     _stop_after: int | None = None,
+    _on_step: Callable[[int, int], None] | None = None,
 ) -> Path:
     """Train zoo model ``name`` (and its parents) unless cached; resume from a checkpoint.
 
@@ -1576,7 +1581,7 @@ def build_model(
     if prof.threads:
         torch.set_num_threads(prof.threads)
     try:
-        result = builder(name, spec, prof, device, work, progress, _stop_after)
+        result = builder(name, spec, prof, device, work, progress, _stop_after, _on_step)
     finally:
         torch.set_num_threads(threads_before)
     if result is None:  # interrupted on purpose (tests)
@@ -1612,7 +1617,7 @@ def _common_facts(name, spec, prof, device, trained: dict, run: _Run, modules) -
     }
 
 
-def _lm_build(name, spec, prof, device, work, progress, stop_after):
+def _lm_build(name, spec, prof, device, work, progress, stop_after, on_step):
     data = _lm_data(prof)
     tokenizer = data.tokenizer
     facts: dict = {}
@@ -1650,7 +1655,7 @@ def _lm_build(name, spec, prof, device, work, progress, stop_after):
         raise ValueError(spec.objective)
     if prof.compile and device.type == "cuda":
         maybe_compile.compile()
-    trained = _train(run, prof, work, device, name, progress, stop_after)
+    trained = _train(run, prof, work, device, name, progress, stop_after, on_step)
     if not trained["finished"]:
         return None
     facts.update(_common_facts(name, spec, prof, device, trained, run, modules))
@@ -1669,7 +1674,7 @@ def _lm_build(name, spec, prof, device, work, progress, stop_after):
     return saved, tokenizer, facts, trained["log"]
 
 
-def _finetune_build(name, spec, prof, device, work, progress, stop_after):
+def _finetune_build(name, spec, prof, device, work, progress, stop_after, on_step):
     from transformers import AutoTokenizer, BertForSequenceClassification
 
     base = _root(prof) / spec.parent
@@ -1688,7 +1693,7 @@ def _finetune_build(name, spec, prof, device, work, progress, stop_after):
     if prof.compile and device.type == "cuda":
         model.bert.compile()
     run = _finetune_run(model, cls_data, tokenizer, prof, spec.seed, device)
-    trained = _train(run, prof, work, device, name, progress, stop_after)
+    trained = _train(run, prof, work, device, name, progress, stop_after, on_step)
     if not trained["finished"]:
         return None
     enc, labels = cls_data["test"]
@@ -1736,7 +1741,9 @@ def build(
         Models to build (default: all of :data:`MODELS`); their parents are built first.
     profile : str or ZooProfile, optional
     progress : bool
-        A bar over models (and, with ``jobs=1``, per-step bars with loss and tokens/s).
+        A bar over models: with ``jobs=1`` plus a per-step bar with loss, tokens/s and
+        validation perplexity; with ``jobs > 1`` the running models' steps in its postfix
+        and a line per finished model.
     jobs : int, optional
         Models trained at once, each in its own process with ``profile.threads`` threads
         (default: the profile's ``jobs``; always 1 on CUDA). The tiny CPU models scale
@@ -1788,8 +1795,26 @@ def _critical_path_seconds(name: str, prof: ZooProfile) -> float:
     return own + max((_critical_path_seconds(c, prof) for c in children), default=0.0)
 
 
+class _StepReport:
+    """Picklable ``on_step`` for a worker: writes (step, total) of one model to a shared dict."""
+
+    def __init__(self, shared, name: str):
+        self.shared, self.name = shared, name
+
+    def __call__(self, step: int, total: int) -> None:
+        if step == total or step % 10 == 0:
+            self.shared[self.name] = (step, total)
+
+
+def _build_in_worker(name: str, prof: ZooProfile, shared) -> Path:
+    return build_model(name, prof, progress=False, _on_step=_StepReport(shared, name))
+
+
 def _build_parallel(missing: list[str], prof: ZooProfile, jobs: int, progress: bool) -> None:
-    """Train ``missing`` models ``jobs`` at a time, parents before children, longest first."""
+    """Train ``missing`` models ``jobs`` at a time, parents before children, longest first.
+
+    The bar counts finished models; its postfix shows each running model's step.
+    """
     import multiprocessing
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
@@ -1798,15 +1823,21 @@ def _build_parallel(missing: list[str], prof: ZooProfile, jobs: int, progress: b
     running: dict = {}
     bar = tqdm(total=len(missing), desc=f"zoo[{prof.name}] x{jobs}", disable=not progress)
     context = multiprocessing.get_context("spawn")  # no fork of a threaded torch
-    with ProcessPoolExecutor(jobs, mp_context=context) as pool:
+    with context.Manager() as manager, ProcessPoolExecutor(jobs, mp_context=context) as pool:
+        steps = manager.dict()
         while waiting or running:
             unfinished = set(waiting) | set(running.values())
             for name in [n for n in waiting if MODELS[n].parent not in unfinished]:
                 if len(running) < jobs:
                     waiting.remove(name)
-                    running[pool.submit(build_model, name, prof, False)] = name
-            bar.set_postfix(training=",".join(running.values()))
-            done, _ = wait(running, return_when=FIRST_COMPLETED)
+                    running[pool.submit(_build_in_worker, name, prof, steps)] = name
+            done, _ = wait(running, timeout=2.0, return_when=FIRST_COMPLETED)
+            bar.set_postfix_str(
+                ", ".join(
+                    f"{n} {steps[n][0]}/{steps[n][1]}" if n in steps else f"{n} starting"
+                    for n in running.values()
+                )
+            )
             for future in done:
                 name = running.pop(future)
                 future.result()  # re-raise a worker's error here
