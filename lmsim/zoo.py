@@ -1935,31 +1935,48 @@ def plot_training_curves(
     Returns
     -------
     matplotlib.figure.Figure
-        Two panels: training loss (left; objectives differ, so compare shapes) and
-        validation perplexity (right, log scale; the language models only).
+        Two panels sharing one legend: training loss (left, log scale; objectives
+        differ, so compare shapes) and validation perplexity divided by the unigram
+        perplexity on the same positions (right; the language models only; below the
+        dashed line at 1 a model knows more than word frequencies).
     """
     import matplotlib.pyplot as plt
 
     prof = get_profile(profile)
     names = [n for n in (names or MODELS) if _is_built(_root(prof) / n)]
-    fig, (ax_loss, ax_ppl) = plt.subplots(1, 2, figsize=(11, 4))
-    for name in names:
+    fig, (ax_loss, ax_ppl) = plt.subplots(1, 2, figsize=(12, 4))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for k, name in enumerate(names):
+        color = colors[k % len(colors)]
         log = training_log(name, prof)
         smooth = log["loss"].rolling(max(1, len(log) // 50), min_periods=1).mean()
-        ax_loss.plot(log["step"], smooth, label=name)
-        if "val_ppl" in log:
+        ax_loss.plot(log["step"], smooth, color=color, label=name)
+        if "val_ppl" in log and "unigram_ppl" in log:
             val = log.dropna(subset=["val_ppl"])
-            ax_ppl.plot(val["step"], val["val_ppl"], marker="o", ms=3, label=name)
+            ratio = val["val_ppl"] / val["unigram_ppl"]
+            ax_ppl.plot(val["step"], ratio, color=color, marker="o", ms=3)
+    ax_ppl.axhline(1.0, color="0.3", ls="--", lw=1)
+    ax_ppl.annotate(
+        "unigram baseline",
+        (0.98, 1.0),
+        xycoords=("axes fraction", "data"),
+        ha="right",
+        va="bottom",
+        fontsize=8,
+        color="0.3",
+    )
     ax_loss.set(
         xlabel="step", ylabel="training loss (smoothed)", yscale="log", title="Training loss"
     )
     ax_ppl.set(
-        xlabel="step", ylabel="validation perplexity", yscale="log", title="Validation perplexity"
+        xlabel="step",
+        ylabel="validation ppl / unigram ppl",
+        title="Validation perplexity relative to unigram",
     )
-    ax_loss.legend(fontsize=8)
-    ax_ppl.legend(fontsize=8)
+    ax_ppl.set_ylim(bottom=0)
+    fig.legend(loc="center right", fontsize=8, frameon=False)
     fig.suptitle(f"lmsim zoo, profile {prof.name!r}")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 0.86, 1))
     return fig
 
 

@@ -538,6 +538,13 @@ def test_plot_training_curves(tiny_zoo, monkeypatch):
     monkeypatch.setenv("LMSIM_CACHE", str(tiny_zoo["mlm-s0"].parents[2]))
     fig = zoo.plot_training_curves(TINY)
     assert len(fig.axes) == 2 and len(fig.axes[0].lines) == len(zoo.MODELS)
+    lm_names = [n for n, spec in zoo.MODELS.items() if spec.objective != "finetune"]
+    ratio_lines = fig.axes[1].lines[: len(lm_names)]
+    assert len(fig.axes[1].lines) == len(lm_names) + 1  # + the baseline at 1
+    for name, line in zip(lm_names, ratio_lines, strict=True):
+        val = zoo.training_log(name, TINY).dropna(subset=["val_ppl"])
+        np.testing.assert_allclose(line.get_ydata(), val["val_ppl"] / val["unigram_ppl"])
+    assert list(fig.axes[1].lines[-1].get_ydata()) == [1.0, 1.0]
 
 
 # ----------------------------------------------------------------------------- errors
