@@ -412,7 +412,7 @@ def test_parallel_build_gives_the_same_weights(tiny_zoo, tmp_path, monkeypatch):
 def test_stale_settings_warn_and_rebuild(tmp_path, monkeypatch):
     monkeypatch.setenv("LMSIM_CACHE", str(tmp_path))
     zoo.build(["distil-mlm"], TINY, progress=False)
-    assert zoo.stale_settings("mlm-s0", dataclasses.replace(TINY, jobs=2)) == {}
+    assert zoo.stale_settings("mlm-s0", dataclasses.replace(TINY, jobs=2, threads=2)) == {}
     changed = dataclasses.replace(TINY, lr=1e-3)
     assert zoo.stale_settings("mlm-s0", changed) == {"lr": (TINY.lr, 1e-3)}
     with pytest.warns(UserWarning, match=r"lr: 0.003 -> 0.001.*--only mlm-s0 --rebuild"):
