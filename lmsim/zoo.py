@@ -1232,7 +1232,6 @@ def _electra_forward(
         "gen_logits": gen_logits,
         "targets": labels[selected],
         "rtd_loss": rtd_loss(disc_logits, is_replaced, real),
-        "rtd_correct": ((disc_logits > 0) == is_replaced)[real],
         "is_replaced": is_replaced[real],
         "disc_logits": disc_logits[real].detach(),
     }
@@ -1517,10 +1516,14 @@ def _warn_if_stale(name: str, prof: ZooProfile) -> None:
         )
 
 
+def _children(name: str) -> list[str]:
+    """The models built directly from ``name``."""
+    return [c for c, spec in MODELS.items() if spec.parent == name]
+
+
 def _dependents(name: str) -> list[str]:
     """Every model built from ``name``, directly or not."""
-    children = [c for c, spec in MODELS.items() if spec.parent == name]
-    return children + [d for c in children for d in _dependents(c)]
+    return [d for c in _children(name) for d in [c, *_dependents(c)]]
 
 
 def model_dir(name: str, profile: str | ZooProfile | None = None, build: bool = True) -> Path:
@@ -1772,15 +1775,15 @@ def build(
     names = list(MODELS) if names is None else list(names)
     for name in names:
         _check_name(name)
-    todo = list(dict.fromkeys(dep for name in names for dep in _dependencies(name)))
     jobs = prof.jobs if jobs is None else jobs
     if jobs < 1:
         raise ValueError(f"`jobs` must be >= 1, got {jobs}")
     if rebuild:
-        for name in dict.fromkeys(d for n in names for d in [n, *_dependents(n)]):
+        names = list(dict.fromkeys(d for n in names for d in [n, *_dependents(n)]))
+        for name in names:
             shutil.rmtree(_root(prof) / name, ignore_errors=True)
             shutil.rmtree(_root(prof) / f".{name}.partial", ignore_errors=True)
-            todo += [] if name in todo else [name]
+    todo = list(dict.fromkeys(dep for name in names for dep in _dependencies(name)))
     for name in todo:
         _warn_if_stale(name, prof)
     missing = [name for name in todo if not _is_built(_root(prof) / name)]
@@ -1794,14 +1797,14 @@ def build(
     return {name: _root(prof) / name for name in todo}
 
 
-def _critical_path_seconds(name: str, prof: ZooProfile) -> float:
-    """Rough cost of ``name`` plus everything that waits for it (scheduling priority)."""
+def _critical_path_cost(name: str, prof: ZooProfile) -> float:
+    """Rough cost of ``name`` plus the longest chain built from it, in units of one
+    standard masked LM (scheduling priority)."""
     spec = MODELS[name]
     own = {"finetune": 0.1, "distil": 1.2}.get(spec.objective, 1.0)
     if spec.deep:
         own *= prof.deep_layers / prof.layers
-    children = [c for c, s in MODELS.items() if s.parent == name]
-    return own + max((_critical_path_seconds(c, prof) for c in children), default=0.0)
+    return own + max((_critical_path_cost(c, prof) for c in _children(name)), default=0.0)
 
 
 class _StepReport:
@@ -1828,7 +1831,7 @@ def _build_parallel(missing: list[str], prof: ZooProfile, jobs: int, progress: b
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
     tokenizer_dir(prof)  # once, before the workers: they all read it
-    waiting = sorted(missing, key=lambda n: -_critical_path_seconds(n, prof))
+    waiting = sorted(missing, key=lambda n: -_critical_path_cost(n, prof))
     running: dict = {}
     bar = tqdm(total=len(missing), desc=f"zoo[{prof.name}] x{jobs}", disable=not progress)
     context = multiprocessing.get_context("spawn")  # no fork of a threaded torch

@@ -318,7 +318,7 @@ def test_electra_rtd_labels_mark_exactly_the_replaced_tokens(smoke_data):
     expected = (corrupted != batch) & selected
     assert torch.equal(out["is_replaced"], expected[real])
     assert 0 < int(out["is_replaced"].sum()) < int(selected.sum()) + 1
-    assert out["rtd_correct"].numel() == int(real.sum())
+    assert out["disc_logits"].numel() == int(real.sum())
 
 
 def test_electra_low_temperature_samples_the_generator_argmax(smoke_data):
