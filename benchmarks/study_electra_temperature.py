@@ -19,9 +19,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import platform
 import tempfile
-import time
 from pathlib import Path
 
 import torch
@@ -30,22 +30,23 @@ from lmsim import zoo
 
 
 def run(temperature: float, steps: int, threads: int) -> dict:
-    """Train the default profile's ELECTRA at one temperature; validation summary."""
-    torch.set_num_threads(threads)
+    """Build the default profile's ``electra-s0`` at one temperature in a temporary cache;
+    its ``zoo.json`` (final evaluation on all of PTB valid)."""
     prof = dataclasses.replace(
-        zoo.PROFILES["default"], gen_temperature=temperature, steps=steps, eval_every=steps
+        zoo.PROFILES["default"],
+        name=f"study-t{temperature:g}",
+        gen_temperature=temperature,
+        steps=steps,
+        eval_every=steps,
+        threads=threads,
     )
-    device = torch.device("cpu")
-    data = zoo._lm_data(prof)
-    seed = zoo.MODELS["electra-s0"].seed
-    disc, gen = zoo._electra_pair(prof, data.tokenizer, seed)
-    electra = zoo._electra_run(disc, gen, data, prof, seed, device)
-    started = time.perf_counter()
-    with tempfile.TemporaryDirectory() as work:
-        zoo._train(electra, prof, Path(work), device, f"T={temperature}", progress=True)
-    seconds = time.perf_counter() - started
-    final = zoo._electra_eval(disc, gen, data.valid, data, prof, device)
-    return {"temperature": temperature, "steps": steps, "train_seconds": seconds, **final}
+    with tempfile.TemporaryDirectory() as cache:
+        os.environ["LMSIM_CACHE"] = cache
+        zoo.build_model("electra-s0", prof)
+        facts = zoo.model_facts("electra-s0", prof)
+    keep = ("val_ppl", "unigram_ppl", "rtd_accuracy", "rtd_baseline", "rtd_loss")
+    keep += ("rtd_baseline_loss", "rtd_auc", "train_seconds")
+    return {"temperature": temperature, "steps": steps, **{k: facts[k] for k in keep}}
 
 
 def main() -> None:

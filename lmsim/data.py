@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.util
 import json
 import os
 import random
@@ -21,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from lmsim._cache import cache_dir
+from lmsim._packages import package_dir
 
 __all__ = [
     "OFFLINE_CORPORA",
@@ -166,14 +166,8 @@ def _smoke_texts(split: str) -> list[str]:
 
 
 def _package_dir(package: str, pip_name: str) -> Path:
-    """Folder of an installed package, found without importing it (imports may be heavy)."""
-    spec = importlib.util.find_spec(package)
-    if spec is None or not spec.submodule_search_locations:
-        raise ImportError(
-            f"the offline data package `{pip_name}` is not installed; "
-            f"`pip install {pip_name}` (or `pip install -e .[offline]`)"
-        )
-    return Path(next(iter(spec.submodule_search_locations)))
+    fix = f"`pip install {pip_name}` (or `pip install -e .[offline]`)"
+    return package_dir(package, pip_name, "data", fix)
 
 
 def _check_split(split: str, choices: Sequence[str] = SPLITS) -> None:

