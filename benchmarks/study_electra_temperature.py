@@ -1,9 +1,10 @@
 """Does the zoo's ELECTRA discriminator learn? A sweep over the generator's temperature.
 
 Not a timing benchmark: a small controlled study behind the default zoo profile's
-``gen_temperature = 3``. For each temperature it trains ``electra-s0`` of the default
-profile (same seed, data, masks and step budget; only the sampling temperature differs)
-in a temporary folder, then reports on PTB valid what the zoo page reports: the
+``gen_temperature = 3``. For each temperature it builds ``electra-s0`` of the default
+profile with ``lmsim.zoo.build_model`` in a temporary cache (same seed, data, masks and
+step budget; only the sampling temperature differs) and reports from its ``zoo.json``
+what the zoo page reports, on all of PTB valid: the
 discriminator's replaced-token loss beside the best constant predictor (the entropy of
 the replaced fraction), its ROC AUC and accuracy, and the generator's perplexity beside
 the unigram baseline. Writes ``benchmarks/results/electra_temperature.json``.
