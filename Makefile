@@ -63,7 +63,7 @@ pytest:
 # nbval runs each source notebook with its parameters cell, i.e. the smoke values.
 nbval:
 ifneq ($(SOURCE_NOTEBOOKS),)
-	LMSIM_ZOO_PROFILE=smoke $(PYTHON) -m pytest --nbval-lax --nbval-current-env notebooks/
+	$(PYTHON) -m pytest --nbval-lax --nbval-current-env notebooks/
 else
 	@echo "nbval: no source notebooks yet"
 endif

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from lmsim._cache import cache_dir
+from lmsim._io import write_json_atomic
 from lmsim._packages import package_dir
 
 __all__ = [
@@ -555,12 +556,6 @@ def _annotation_cache(name: str, split: str, sentences: Sequence[Sequence[str]])
     return cache_dir("data") / f"{name}-{split}-{len(sentences)}-{digest}.silver.json"
 
 
-def _write_json_atomic(path: Path, payload) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(payload))
-    os.replace(tmp, path)
-
-
 def load_sentences(
     name: str, split: str = "train", max_sentences: int | None = None
 ) -> list[Sentence]:
@@ -594,7 +589,7 @@ def load_sentences(
         if path.is_file():
             return [Sentence(**d) for d in json.loads(path.read_text())]
         sentences = silver_annotate(words, progress=len(words) > 1000)
-        _write_json_atomic(path, [asdict(s) for s in sentences])
+        write_json_atomic(path, [asdict(s) for s in sentences])
         return sentences
     if str(name).endswith(".conllu"):
         sentences = read_conllu(name)

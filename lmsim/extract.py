@@ -43,7 +43,6 @@ import contextlib
 import copy
 import hashlib
 import json
-import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -54,6 +53,9 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from lmsim._io import write_atomic, write_json_atomic
+from lmsim._runtime import architecture, autocast_dtype, resolve_device
+from lmsim.blocks import block_name
 from lmsim.moments import Moments
 
 __all__ = [
@@ -70,11 +72,6 @@ POOLINGS = ("mean", "word", "token")
 SUBWORDS = ("last", "first", "mean")
 # Bump when the extraction semantics change: old cache folders are then never reused.
 _CACHE_VERSION = 1
-
-
-def block_name(model: str, layer: int) -> str:
-    """Block name of a model's layer: ``"{model}/layer.{i}"`` (``i = 0`` the embeddings)."""
-    return f"{model}/layer.{layer}"
 
 
 # ====================================================================== hooks
@@ -158,43 +155,6 @@ def record_outputs(model: nn.Module, module_names: Sequence[str]) -> Iterator[di
 
 
 # ====================================================================== devices
-def _resolve_device(device) -> torch.device:
-    try:
-        from lmsim.models import resolve_device
-    except ImportError:  # models.py not importable: same rule, cuda if available
-        if device in (None, "auto"):
-            return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-        return torch.device(device)
-    return torch.device(resolve_device(device))
-
-
-_DTYPES = {
-    "float32": torch.float32,
-    "fp32": torch.float32,
-    "bfloat16": torch.bfloat16,
-    "bf16": torch.bfloat16,
-    "float16": torch.float16,
-    "fp16": torch.float16,
-}
-
-
-def _amp_dtype(device: torch.device, dtype) -> torch.dtype | None:
-    """Autocast dtype: None means plain float32 (CPU default, or ``dtype="float32"``)."""
-    if dtype is None:
-        return torch.bfloat16 if device.type == "cuda" else None
-    if isinstance(dtype, str):
-        if dtype not in _DTYPES:
-            raise ValueError(
-                f"`dtype` must be one of {sorted(_DTYPES)} or a torch.dtype, got {dtype!r}"
-            )
-        dtype = _DTYPES[dtype]
-    if dtype == torch.float32:
-        return None
-    if dtype not in (torch.bfloat16, torch.float16):
-        raise ValueError(f"`dtype` must be float32, bfloat16 or float16, got {dtype}")
-    return dtype
-
-
 def _autocast(device: torch.device, amp_dtype: torch.dtype | None):
     if amp_dtype is None:
         return contextlib.nullcontext()
@@ -214,7 +174,7 @@ class _Run:
     pad_id: int = 0
 
 
-def _load_models(models, device, dtype) -> list[tuple[str, nn.Module, object]]:
+def _load_models(models, device, dtype, zoo_profile) -> list[tuple[str, nn.Module, object]]:
     if isinstance(models, (str, bytes)):
         raise TypeError(
             f"`models` must be a list of names or a dict, got the string {models!r}; wrap it: [{models!r}]"
@@ -235,7 +195,10 @@ def _load_models(models, device, dtype) -> list[tuple[str, nn.Module, object]]:
             )
         from lmsim.models import load_model
 
-        items = [(name, *load_model(name, device=device, dtype=dtype)) for name in names]
+        items = [
+            (name, *load_model(name, device=device, dtype=dtype, zoo_profile=zoo_profile))
+            for name in names
+        ]
     if not items:
         raise ValueError(
             "`models` is empty: pass at least one model name or (model, tokenizer) pair"
@@ -246,32 +209,20 @@ def _load_models(models, device, dtype) -> list[tuple[str, nn.Module, object]]:
     return items
 
 
-def _config(model: nn.Module):
-    config = getattr(model, "config", None)
-    if config is None:
-        raise TypeError(f"{type(model).__name__} has no `.config`: pass a Hugging Face model")
-    return config.get_text_config() if hasattr(config, "get_text_config") else config
-
-
 def _n_layers(model: nn.Module) -> int:
-    config = _config(model)
-    for attr in ("num_hidden_layers", "n_layer", "num_layers"):
-        value = getattr(config, attr, None)
-        if isinstance(value, int) and value > 0:
-            return value
-    raise ValueError(f"cannot read the number of layers from {type(config).__name__}")
+    n_layers = architecture(model)["n_layers"]
+    if not isinstance(n_layers, int) or n_layers < 1:
+        raise ValueError(f"cannot read the number of layers from {type(model).__name__}'s config")
+    return n_layers
 
 
 def _max_positions(model: nn.Module, tokenizer) -> int:
     """Longest input the model accepts: its position limit, lowered by the tokenizer's
     ``model_max_length`` where that is set (RoBERTa: 514 positions but 512 usable)."""
-    config = _config(model)
     limits = []
-    for attr in ("max_position_embeddings", "n_positions", "max_seq_len"):
-        value = getattr(config, attr, None)
-        if isinstance(value, int) and value > 0:
-            limits.append(value)
-            break
+    value = architecture(model)["max_positions"]
+    if isinstance(value, int) and value > 0:
+        limits.append(value)
     value = getattr(tokenizer, "model_max_length", None)
     if isinstance(value, int) and 0 < value < 1_000_000:  # larger values mean "unset"
         limits.append(value)
@@ -312,9 +263,9 @@ def _resolve_layers(spec, name: str, n_layers: int) -> list[int]:
     return out
 
 
-def _prepare(models, layers, max_length, device, dtype) -> list[_Run]:
+def _prepare(models, layers, max_length, device, dtype, zoo_profile="default") -> list[_Run]:
     runs = []
-    for name, model, tokenizer in _load_models(models, device, dtype):
+    for name, model, tokenizer in _load_models(models, device, dtype, zoo_profile):
         model.eval()
         if _model_device(model) != device:
             model.to(device)
@@ -633,6 +584,7 @@ def _plan(
     dtype,
     paper_compat_padding,
     lowercase,
+    zoo_profile,
 ) -> _Plan:
     if pooling not in POOLINGS:
         raise ValueError(f"`pooling` must be one of {POOLINGS}, got {pooling!r}")
@@ -645,9 +597,9 @@ def _plan(
             "pass max_length=T"
         )
     texts = _check_texts(texts, pooling)
-    device = _resolve_device(device)
-    amp_dtype = _amp_dtype(device, dtype)
-    runs = _prepare(models, layers, max_length, device, dtype)
+    device = resolve_device(device)
+    amp_dtype = autocast_dtype(device, dtype)
+    runs = _prepare(models, layers, max_length, device, dtype, zoo_profile)
     encs = [_encode(r, texts, pooling, subword, paper_compat_padding, lowercase) for r in runs]
     _check_alignment(runs, encs, pooling)
     pad_to = max_length if (paper_compat_padding and pooling == "mean") else None
@@ -732,17 +684,12 @@ def _shard_path(folder: Path, k: int) -> Path:
 
 def _save_shard(mom: Moments, folder: Path, k: int) -> None:
     """Write a shard atomically: a crash leaves either the whole file or none."""
-    path = _shard_path(folder, k)
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    mom.save(tmp)
-    os.replace(tmp, path)
+    write_atomic(_shard_path(folder, k), mom.save)
 
 
 def _write_manifest(folder: Path, payload: dict, n_shards: int, done: list[int]) -> None:
     manifest = {**payload, "n_shards": n_shards, "done": sorted(done)}
-    tmp = folder / f"manifest.json.tmp{os.getpid()}"
-    tmp.write_text(json.dumps(manifest, indent=1, default=str))
-    os.replace(tmp, folder / "manifest.json")
+    write_json_atomic(folder / "manifest.json", manifest, indent=1, default=str)
 
 
 # ====================================================================== public API
@@ -764,6 +711,7 @@ def extract_moments(
     shard_size: int = 256,
     progress: bool = True,
     return_shards: bool = False,
+    zoo_profile: str = "default",
 ):
     """Stream pooled hidden states of one or more models into one joint :class:`Moments`.
 
@@ -817,6 +765,8 @@ def extract_moments(
         Show a tqdm bar with tokens/s.
     return_shards : bool
         Also return the list of per-shard moments.
+    zoo_profile : str
+        Which zoo build ``"zoo/<name>"`` model names load (see :func:`lmsim.models.load_model`).
 
     Returns
     -------
@@ -850,6 +800,7 @@ def extract_moments(
         dtype=dtype,
         paper_compat_padding=paper_compat_padding,
         lowercase=lowercase,
+        zoo_profile=zoo_profile,
     )
     n_texts = len(plan.texts)
     n_shards = -(-n_texts // int(shard_size))
@@ -934,6 +885,7 @@ def extract_activations(
     paper_compat_padding: bool = False,
     lowercase: bool = False,
     progress: bool = True,
+    zoo_profile: str = "default",
 ) -> dict[str, np.ndarray]:
     """Raw pooled hidden states, one float32 array per block, rows in the original order.
 
@@ -958,6 +910,7 @@ def extract_activations(
         dtype=dtype,
         paper_compat_padding=paper_compat_padding,
         lowercase=lowercase,
+        zoo_profile=zoo_profile,
     )
     n_rows = plan.encs[0].n_rows
     offsets = np.concatenate([[0], np.cumsum(n_rows)])
@@ -979,7 +932,7 @@ def extract_activations(
 
 
 def extract_attentions(
-    model_or_name,
+    models,
     sentences,
     *,
     layers="all",
@@ -990,8 +943,9 @@ def extract_attentions(
     dtype=None,
     lowercase: bool = False,
     progress: bool = True,
-) -> dict[int, list[np.ndarray]]:
-    """Per-head attention probabilities between words.
+    zoo_profile: str = "default",
+) -> dict[str, list[np.ndarray]]:
+    """Per-head attention probabilities between words, keyed like :func:`extract_moments`.
 
     Subword attention is converted to words as Wu et al. (2020, Sec. 4) do after Clark
     et al. (2019, Sec. 2): the attention *to* a word is the **sum** over its subwords (the
@@ -1003,52 +957,67 @@ def extract_attentions(
 
     Parameters
     ----------
-    model_or_name : str or (model, tokenizer)
-        A name for :func:`lmsim.models.load_model`, or a loaded pair. The model is
-        switched to eager attention for the call (SDPA / flash kernels return no
-        probabilities) and switched back afterwards.
+    models : str, list of str, (model, tokenizer) or dict of str to (model, tokenizer)
+        As in :func:`extract_moments`; a single name or a single loaded pair (named
+        ``"model"``) is accepted too. Models are switched to eager attention for the call
+        (SDPA / flash kernels return no probabilities) and switched back afterwards.
     sentences : list of list of str
         Pre-split words.
-    layers : "all", "last" or list of int
+    layers : "all", "last", list of int, or dict of model name to any of these
         Transformer layers ``1..L`` (layer ``i`` is the attention inside the block whose
         output is hidden state ``i``); negative indices count from the end.
     query : {"mean", "last", "first"}
         How a word's query row is formed from its subwords' rows ("mean" as in the paper).
-    max_length, batch_size, device, dtype, lowercase, progress
+    max_length, batch_size, device, dtype, lowercase, progress, zoo_profile
         As in :func:`extract_moments` (sentences that would lose words raise).
 
     Returns
     -------
-    attn : dict of int to list of ndarray of shape (n_heads, n_words, n_words)
-        One list per layer, one array per sentence in the original order; entry
-        ``[h, i, j]`` is head ``h``'s attention from word ``i`` to word ``j``.
+    attn : dict of str to list of ndarray of shape (n_heads, n_words, n_words)
+        Block ``"{model}/layer.{i}"`` (model then layer order) to one array per sentence
+        in the original order; entry ``[h, i, j]`` is head ``h``'s attention from word
+        ``i`` to word ``j``.
     """
     if query not in SUBWORDS:
         raise ValueError(f"`query` must be one of {SUBWORDS}, got {query!r}")
-    if isinstance(model_or_name, str):
-        models = [model_or_name]
-    elif isinstance(model_or_name, (tuple, list)) and len(model_or_name) == 2:
-        models = {"model": tuple(model_or_name)}
-    else:
-        raise TypeError("`model_or_name` must be a model name or a (model, tokenizer) pair")
+    if isinstance(models, str):
+        models = [models]
+    elif isinstance(models, tuple) and len(models) == 2 and isinstance(models[0], nn.Module):
+        models = {"model": models}
     sentences = _check_texts(sentences, "word")
-    device = _resolve_device(device)
-    amp_dtype = _amp_dtype(device, dtype)
-    (run,) = _prepare(models, "all", max_length, device, dtype)
+    device = resolve_device(device)
+    amp_dtype = autocast_dtype(device, dtype)
+    runs = _prepare(models, "all", max_length, device, dtype, zoo_profile)
+    out: dict[str, list[np.ndarray]] = {}
+    for run in runs:
+        layer_ids = _attention_layers(layers, run)
+        enc = _encode(run, sentences, "word", query, False, lowercase)
+        per_layer = _run_attentions(
+            run, enc, sentences, layer_ids, query, batch_size, device, amp_dtype, progress
+        )
+        out.update({block_name(run.name, lay): per_layer[lay] for lay in layer_ids})
+    return out
+
+
+def _attention_layers(layers, run: _Run) -> list[int]:
     n_layers = _n_layers(run.model)
-    if layers == "all":
-        layer_ids = list(range(1, n_layers + 1))
-    else:
-        layer_ids = _resolve_layers(layers, run.name, n_layers)
-        if 0 in layer_ids:
-            raise ValueError(
-                f"layer 0 is the embedding output and has no attention; valid layers are "
-                f"1..{n_layers} (or -{n_layers}..-1)"
-            )
-    enc = _encode(run, sentences, "word", query, False, lowercase)
-    out: dict[int, list[np.ndarray | None]] = {lay: [None] * len(sentences) for lay in layer_ids}
+    spec = layers.get(run.name, "all") if isinstance(layers, Mapping) else layers
+    if spec == "all":
+        return list(range(1, n_layers + 1))
+    layer_ids = _resolve_layers(spec, run.name, n_layers)
+    if 0 in layer_ids:
+        raise ValueError(
+            f"layer 0 is the embedding output and has no attention; valid layers are "
+            f"1..{n_layers} (or -{n_layers}..-1)"
+        )
+    return layer_ids
+
+
+def _run_attentions(run, enc, sentences, layer_ids, query, batch_size, device, amp_dtype, progress):
+    """Word-level attention of one model: layer -> one array per sentence."""
+    out: dict[int, list] = {lay: [None] * len(sentences) for lay in layer_ids}
     backbone = _backbone(run.model)
-    bar = _progress(len(sentences), progress, "attention")
+    bar = _progress(len(sentences), progress, f"attention {run.name}")
     with _eager_attention(run.model), torch.inference_mode():
         try:
             lengths = enc.n_tokens
@@ -1157,8 +1126,8 @@ def extract_linear_grams(
     from transformers.pytorch_utils import Conv1D
 
     texts = _check_texts(texts, "mean")
-    device = _resolve_device(device)
-    amp_dtype = _amp_dtype(device, dtype)
+    device = resolve_device(device)
+    amp_dtype = autocast_dtype(device, dtype)
     (run,) = _prepare({"model": (model, tokenizer)}, "last", max_length, device, dtype)
     enc = _encode(run, texts, "mean", "last", False, False)
     linears = {

@@ -48,7 +48,6 @@ Correlation of Language Models", EMNLP 2022. Eq. 6-11.
 
 from __future__ import annotations
 
-import re
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -58,6 +57,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+from lmsim.blocks import block_name, is_layer_block, layers_by_model, parse_block
 from lmsim.moments import Moments
 
 __all__ = [
@@ -122,7 +122,6 @@ PAPER_TABLE2: dict[str, list[float]] = {
     "albert-base-v2":                     [0.7422, 0.8093, 0.8374, 0.8696, 0.9000, 0.9027],
 }  # fmt: skip
 PAPER_SEQ_LENS = (16, 32, 64, 128, 256, 512)
-_LAYER_BLOCK = re.compile(r"^(?P<model>.+)/layer\.(?P<layer>\d+)$")
 
 
 # ---------------------------------------------------------------------- containers
@@ -207,9 +206,8 @@ def _as_moments(data, name: str, device) -> Moments:
 
 def _default_models(names: Sequence[str]) -> dict[str, str]:
     """Label blocks by model name when every model contributes one ``/layer.i`` block."""
-    matches = [_LAYER_BLOCK.match(b) for b in names]
-    if all(matches):
-        labels = [m["model"] for m in matches]
+    if all(is_layer_block(b) for b in names):
+        labels = [parse_block(b)[0] for b in names]
         if len(set(labels)) == len(labels):
             return dict(zip(labels, names))
     return {b: b for b in names}
@@ -660,15 +658,6 @@ def r2_vs_basis_size(
 
 
 # ---------------------------------------------------------------------- layers
-def _layers_by_model(names: Sequence[str]) -> dict[str, list[int]]:
-    out: dict[str, list[int]] = {}
-    for name in names:
-        match = _LAYER_BLOCK.match(name)
-        if match:
-            out.setdefault(match["model"], []).append(int(match["layer"]))
-    return {m: sorted(v) for m, v in out.items()}
-
-
 def _pick_layer(spec, available: list[int], model: str) -> int:
     if isinstance(spec, str) and spec == "last":
         return available[-1]
@@ -699,12 +688,12 @@ def layer_blocks(mom, layer="last", models: Sequence[str] | None = None) -> dict
         Default: every model with ``/layer.`` blocks.
     """
     names = mom.names if isinstance(mom, Moments) else list(mom)
-    by_model = _layers_by_model(names)
+    by_model = layers_by_model(names)
     models = list(by_model) if models is None else list(models)
     unknown = [m for m in models if m not in by_model]
     if unknown:
         raise KeyError(f"no '/layer.' blocks for models {unknown}; available: {list(by_model)}")
-    return {m: f"{m}/layer.{_pick_layer(layer, by_model[m], m)}" for m in models}
+    return {m: block_name(m, _pick_layer(layer, by_model[m], m)) for m in models}
 
 
 def decompose_layers(
@@ -736,7 +725,7 @@ def decompose_layers(
         ``{layer spec: Decomposition}`` in the order of ``layers``.
     """
     train_m = _as_moments(train, "train", kwargs.get("device"))
-    by_model = _layers_by_model(train_m.names)
+    by_model = layers_by_model(train_m.names)
     if not by_model:
         raise ValueError(f"no block is named '{{model}}/layer.{{i}}'; blocks: {train_m.names}")
     models = list(by_model) if models is None else list(models)

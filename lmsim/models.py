@@ -19,17 +19,22 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import socket
-import tempfile
-from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlparse
 
 import torch
 
 from lmsim._cache import cache_dir
+from lmsim._io import atomic_dir
 from lmsim._packages import package_dir
+from lmsim._runtime import (
+    architecture,
+    quiet_transformers,
+    resolve_device,
+    resolve_dtype,
+    text_config,
+)
 
 __all__ = [
     "OFFLINE_MODELS",
@@ -85,102 +90,6 @@ _SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 class HubUnreachableError(OSError):
     """The Hugging Face hub cannot be reached and the model is not in the local HF cache."""
-
-
-# --------------------------------------------------------------------------------------
-# Device and dtype
-# --------------------------------------------------------------------------------------
-
-
-def resolve_device(device: str | torch.device = "auto") -> torch.device:
-    """Turn ``"auto"``, ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"`` or a device into a device.
-
-    Parameters
-    ----------
-    device : str or torch.device
-        ``"auto"`` picks CUDA when available, else CPU.
-
-    Returns
-    -------
-    torch.device
-    """
-    if isinstance(device, torch.device):
-        dev = device
-    elif isinstance(device, str):
-        if device == "auto":
-            return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-        try:
-            dev = torch.device(device)
-        except RuntimeError as err:
-            raise ValueError(
-                f"`device` must be 'auto', 'cpu', 'cuda', 'cuda:<index>' or 'mps', got {device!r}"
-            ) from err
-    else:
-        raise TypeError(f"`device` must be a str or torch.device, got {type(device).__name__}")
-    if dev.type == "cuda":
-        if not torch.cuda.is_available():
-            raise ValueError(
-                f"`device`={str(dev)!r} but CUDA is not available; use 'auto' or 'cpu'"
-            )
-        if dev.index is not None and dev.index >= torch.cuda.device_count():
-            raise ValueError(
-                f"`device`={str(dev)!r} but only {torch.cuda.device_count()} CUDA device(s) exist"
-            )
-    elif dev.type == "mps" and not (
-        getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()
-    ):
-        raise ValueError("`device`='mps' but MPS is not available; use 'auto' or 'cpu'")
-    elif dev.type not in ("cpu", "cuda", "mps"):
-        raise ValueError(f"`device` type {dev.type!r} is not supported; use 'cpu', 'cuda' or 'mps'")
-    return dev
-
-
-_DTYPES = {
-    "float32": torch.float32,
-    "fp32": torch.float32,
-    "float": torch.float32,
-    "float64": torch.float64,
-    "fp64": torch.float64,
-    "double": torch.float64,
-    "bfloat16": torch.bfloat16,
-    "bf16": torch.bfloat16,
-    "float16": torch.float16,
-    "fp16": torch.float16,
-    "half": torch.float16,
-}
-
-
-def resolve_dtype(
-    dtype: str | torch.dtype | None = None, device: str | torch.device = "cpu"
-) -> torch.dtype:
-    """Turn a dtype name (or None) into a floating torch dtype.
-
-    Parameters
-    ----------
-    dtype : str, torch.dtype or None
-        ``None`` (or ``"auto"``) gives float32 on CPU and bfloat16 on CUDA. Names:
-        ``"float32"``/``"fp32"``, ``"bfloat16"``/``"bf16"``, ``"float16"``/``"fp16"``,
-        ``"float64"``.
-    device : str or torch.device
-        The device the model will run on (only used when ``dtype`` is None).
-
-    Returns
-    -------
-    torch.dtype
-    """
-    if dtype is None or dtype == "auto":
-        return torch.bfloat16 if resolve_device(device).type == "cuda" else torch.float32
-    if isinstance(dtype, torch.dtype):
-        if not dtype.is_floating_point:
-            raise ValueError(f"`dtype` must be a floating dtype, got {dtype}")
-        return dtype
-    if isinstance(dtype, str):
-        key = dtype.lower().removeprefix("torch.")
-        if key in _DTYPES:
-            return _DTYPES[key]
-    raise ValueError(
-        f"`dtype` must be None, a torch float dtype or one of {sorted(_DTYPES)}, got {dtype!r}"
-    )
 
 
 # --------------------------------------------------------------------------------------
@@ -376,37 +285,20 @@ def _atomic_build(name: str, build, marker: dict) -> Path:
     build never leaves a half directory. ``marker`` is stored as ``lmsim_build.json`` and a
     directory whose marker differs is rebuilt.
     """
-    root = cache_dir("models")
-    target = root / name
+    target = cache_dir("models") / name
 
     def is_current() -> bool:
-        marker_file = target / "lmsim_build.json"
         try:
-            return json.loads(marker_file.read_text()) == marker
+            return json.loads((target / "lmsim_build.json").read_text()) == marker
         except (OSError, ValueError):
             return False
 
     if is_current():
         return target
-    tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=root))
-    try:
+    # A stale build is moved aside and replaced (two concurrent builds write the same bytes).
+    with atomic_dir(target, replace=True) as tmp:
         build(tmp)
-        tmp.chmod(0o755)  # mkdtemp makes it private; the cache is shared like any other folder
         (tmp / "lmsim_build.json").write_text(json.dumps(marker))
-        if is_current():
-            return target  # another process finished the same build meanwhile; keep theirs
-        if target.exists():
-            # Stale build: move it aside first (rename is atomic; rmtree is not).
-            trash = Path(tempfile.mkdtemp(prefix=f".{name}.old.", dir=root))
-            os.replace(target, trash / name)
-            shutil.rmtree(trash, ignore_errors=True)
-        try:
-            os.replace(tmp, target)
-        except OSError:
-            if not is_current():
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return target
 
 
@@ -458,13 +350,15 @@ def _smollm2_dir() -> Path:
     return _atomic_build("smollm2-135m", _convert_smollm2, {"source": _SMOLLM2_GGUF, "version": 1})
 
 
-def model_dir(name: str) -> Path:
+def model_dir(name: str, zoo_profile: str = "default") -> Path:
     """Local directory of an offline model name, building or converting it on first use.
 
     Parameters
     ----------
     name : str
         A key of :data:`OFFLINE_MODELS` or ``"zoo/<name>"``.
+    zoo_profile : str
+        Which zoo build ``"zoo/<name>"`` names refer to (``lmsim.zoo.PROFILES``).
 
     Returns
     -------
@@ -480,7 +374,7 @@ def model_dir(name: str) -> Path:
     if name.startswith("zoo/"):
         from lmsim import zoo
 
-        return Path(zoo.model_dir(name.removeprefix("zoo/"), build=True))
+        return Path(zoo.model_dir(name.removeprefix("zoo/"), zoo_profile, build=True))
     raise ValueError(f"{name!r} is not an offline model; choose one of {list_models()}")
 
 
@@ -563,33 +457,13 @@ def _from_pretrained(cls, source, **kwargs):
         return cls.from_pretrained(source, **kwargs)
 
 
-@contextmanager
-def _quiet_transformers(quiet: bool):
-    """Silence transformers' load report (expected missing/unused heads of offline models)
-    and its "Loading weights" bar (offline models load in milliseconds)."""
-    from transformers.utils import logging as hf_logging
-
-    if not quiet:
-        yield
-        return
-    level, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        hf_logging.set_verbosity(level)
-        if bars:
-            hf_logging.enable_progress_bar()
-
-
 def _load_from(source, task: str, dtype: torch.dtype, quiet: bool = False, **hub_kwargs):
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(source, **hub_kwargs)
     # Heads absent from a checkpoint (e.g. a classifier) are initialised from a fixed seed,
     # so two loads of the same name give the same model.
-    with torch.random.fork_rng(devices=[]), _quiet_transformers(quiet):
+    with torch.random.fork_rng(devices=[]), quiet_transformers(quiet):
         torch.manual_seed(0)
         model = _from_pretrained(_auto_class(task), source, dtype=dtype, **hub_kwargs)
     return model, tokenizer
@@ -621,6 +495,7 @@ def load_model(
     dtype: str | torch.dtype | None = None,
     task: str = "base",
     revision: str | None = None,
+    zoo_profile: str = "default",
 ):
     """Load a model and its tokenizer by name, in eval mode on ``device``.
 
@@ -638,6 +513,9 @@ def load_model(
         Which Auto class: the bare encoder/decoder (``AutoModel``) or one with a head.
     revision : str, optional
         Hub revision (branch, tag or commit); hub ids only.
+    zoo_profile : str
+        Which zoo build ``"zoo/<name>"`` names load (``lmsim.zoo.PROFILES``: ``"smoke"``,
+        ``"default"``, ``"gpu"``); ignored for other names.
 
     Returns
     -------
@@ -660,7 +538,7 @@ def load_model(
     if revision is not None and (name in OFFLINE_MODELS or name.startswith("zoo/")):
         raise ValueError(f"`revision` applies to hub ids only, not to {name!r}")
     if name in OFFLINE_MODELS or name.startswith("zoo/"):
-        model, tokenizer = _load_from(model_dir(name), task, torch_dtype, quiet=True)
+        model, tokenizer = _load_from(model_dir(name, zoo_profile), task, torch_dtype, quiet=True)
     elif os.path.isdir(name):
         if not os.path.isfile(os.path.join(name, "config.json")):
             raise ValueError(f"directory {name!r} has no config.json; it is not a saved model")
@@ -680,12 +558,12 @@ def load_model(
     return model, tokenizer
 
 
-def load_tokenizer(name: str, revision: str | None = None):
+def load_tokenizer(name: str, revision: str | None = None, zoo_profile: str = "default"):
     """Load only the tokenizer of a model name (see :func:`load_model` for the names)."""
     from transformers import AutoTokenizer
 
     if name in OFFLINE_MODELS or name.startswith("zoo/"):
-        return _prepare_tokenizer(AutoTokenizer.from_pretrained(model_dir(name)))
+        return _prepare_tokenizer(AutoTokenizer.from_pretrained(model_dir(name, zoo_profile)))
     if os.path.isdir(name):
         return _prepare_tokenizer(AutoTokenizer.from_pretrained(name))
     if name in LEGACY_HUB_IDS or _HUB_ID.match(name):
@@ -707,14 +585,6 @@ def load_tokenizer(name: str, revision: str | None = None):
 # --------------------------------------------------------------------------------------
 # Model facts
 # --------------------------------------------------------------------------------------
-
-
-def _config_value(config, *keys):
-    for key in keys:
-        value = getattr(config, key, None)
-        if value is not None:
-            return value
-    return None
 
 
 def _is_causal(config) -> bool:
@@ -746,18 +616,15 @@ def model_info(model) -> dict:
         ``is_causal`` (decoder-only), ``architecture`` (class name), ``model_type``,
         ``n_params``.
     """
-    config = model.config
-    config = getattr(config, "text_config", None) or config
+    facts = architecture(model)
     return {
-        "n_layers": _config_value(config, "num_hidden_layers", "n_layer", "num_layers"),
-        "hidden_size": _config_value(config, "hidden_size", "n_embd", "d_model", "dim"),
-        "n_heads": _config_value(config, "num_attention_heads", "n_head", "num_heads"),
-        "max_positions": _config_value(
-            config, "max_position_embeddings", "n_positions", "max_seq_len"
-        ),
-        "is_causal": _is_causal(config),
-        "architecture": type(model).__name__,
-        "model_type": config.model_type,
+        "n_layers": facts["n_layers"],
+        "hidden_size": facts["hidden_size"],
+        "n_heads": facts["n_heads"],
+        "max_positions": facts["max_positions"],
+        "is_causal": _is_causal(text_config(model)),
+        "architecture": facts["architecture"],
+        "model_type": facts["model_type"],
         "n_params": sum(p.numel() for p in model.parameters()),
     }
 

@@ -17,6 +17,8 @@ import seaborn as sns
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from lmsim.blocks import model_spans
+
 __all__ = ["use_style", "heatmap", "grid_heatmaps", "bars", "layer_heatmap"]
 
 _RC = {
@@ -303,18 +305,6 @@ def bars(
     return ax
 
 
-def _model_spans(names: Sequence[str]) -> list[tuple[str, int, int]]:
-    """``(model, start, stop)`` runs of consecutive ``"{model}/layer.{i}"`` block names."""
-    spans: list[tuple[str, int, int]] = []
-    for i, name in enumerate(names):
-        model = str(name).rpartition("/layer.")[0] or str(name)
-        if spans and spans[-1][0] == model:
-            spans[-1] = (model, spans[-1][1], i + 1)
-        else:
-            spans.append((model, i, i + 1))
-    return spans
-
-
 def layer_heatmap(
     matrix: Any,
     names: Sequence[str],
@@ -358,7 +348,7 @@ def layer_heatmap(
         _, ax = plt.subplots(figsize=(side + 1.2, min(4.0 + 0.09 * len(names), 11.0)))
     image = ax.imshow(values, vmin=vmin, vmax=vmax, cmap=cmap, interpolation="nearest")
     ax.grid(False)
-    for axis, spans in (("y", _model_spans(names)), ("x", _model_spans(col_names))):
+    for axis, spans in (("y", model_spans(names)), ("x", model_spans(col_names))):
         centres = [(start + stop - 1) / 2 for _, start, stop in spans]
         labels = [model for model, _, _ in spans]
         line = ax.axhline if axis == "y" else ax.axvline

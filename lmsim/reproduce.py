@@ -18,8 +18,9 @@ Notebooks whose parameters cell declares ``profile`` receive the profile's name.
 
 Each notebook runs with its *source folder* (``notebooks/<slug>/``) as the working
 directory, as when it is opened in Jupyter or run by nbval, so relative paths behave the
-same everywhere. The kernel sees ``LMSIM_ZOO_PROFILE`` (smoke → ``smoke``, default →
-``default``, paper → ``gpu``), which selects the size of the offline model zoo.
+same everywhere. Notebooks that declare ``zoo_profile`` receive the zoo build of the
+profile (smoke → ``smoke``, default → ``default``, paper → ``gpu``) as a parameter, unless
+the manifest sets it; no environment variable carries it.
 
 Every executed notebook records its provenance: ``metadata["lmsim"]`` holds the profile,
 parameters, package versions, device, wall time, date and source path, and a markdown
@@ -341,6 +342,10 @@ def plan_runs(
                     used_overrides.add(key)
             if "profile" in declared:
                 params["profile"] = profile
+            if "zoo_profile" in declared and "zoo_profile" not in params and profile != "smoke":
+                # The zoo build a profile's zoo/* names load, passed as a parameter (the
+                # smoke profile runs the notebooks' own defaults, which are the smoke zoo).
+                params["zoo_profile"] = ZOO_PROFILES[profile]
             output = out_root / slug / f"{name}.ipynb"
             runs.append(NotebookRun(slug, name, source, output, params))
     unused = sorted(set(overrides) - used_overrides)
@@ -454,8 +459,7 @@ def execute_run(
 ) -> RunResult:
     """Execute one notebook with papermill and stamp its provenance.
 
-    The kernel's working directory is the source notebook's folder and its environment has
-    ``LMSIM_ZOO_PROFILE`` set from ``profile``. A failing notebook is still written (with the
+    The kernel's working directory is the source notebook's folder. A failing notebook is still written (with the
     traceback in its outputs and ``status: "failed"`` in its provenance).
     """
     import papermill
@@ -466,8 +470,6 @@ def execute_run(
     declared = declared_parameters(run.source)
     effective = {name: _literal(spec["default"]) for name, spec in declared.items()}
     effective.update(run.parameters)
-    previous = os.environ.get("LMSIM_ZOO_PROFILE")
-    os.environ["LMSIM_ZOO_PROFILE"] = ZOO_PROFILES[profile]
     error = None
     start = time.perf_counter()
     try:
@@ -484,10 +486,6 @@ def execute_run(
         error = f"{type(exc).__name__}: {exc}".strip()
     finally:
         wall = time.perf_counter() - start
-        if previous is None:
-            os.environ.pop("LMSIM_ZOO_PROFILE", None)
-        else:
-            os.environ["LMSIM_ZOO_PROFILE"] = previous
     source = _relative(run.source, root)
     info = {
         "profile": profile,

@@ -32,6 +32,7 @@ from transformers import (
 )
 
 from lmsim import extract as ex
+from lmsim.blocks import block_name
 from lmsim.extract import (
     extract_activations,
     extract_attentions,
@@ -478,14 +479,14 @@ def test_attentions_match_manual_conversion(tiny, kind):
     model, tok = tiny[kind]
     attn = extract_attentions((model, tok), SENTENCES, batch_size=3, **KW)
     n_layers = model.config.num_hidden_layers
-    assert sorted(attn) == list(range(1, n_layers + 1))
+    assert list(attn) == [block_name("model", i) for i in range(1, n_layers + 1)]
     eager = AutoModel.from_pretrained(model.name_or_path, attn_implementation="eager").eval()
     for s, words in enumerate(SENTENCES[:4]):
         ids, owner = _word_pieces(tok, words, kind)
         with torch.no_grad():
             out = eager(input_ids=torch.tensor([ids]), output_attentions=True)
         for layer in range(1, n_layers + 1):
-            got = attn[layer][s]
+            got = attn[block_name("model", layer)][s]
             assert got.shape == (model.config.num_attention_heads, len(words), len(words))
             np.testing.assert_allclose(got.sum(-1), 1.0, atol=1e-5)
             expected = _manual_word_attention(
@@ -499,8 +500,8 @@ def test_causal_attention_is_lower_triangular_and_mode_restored(tiny):
     model, tok = tiny["llama"]
     before = model.config._attn_implementation
     attn = extract_attentions((model, tok), SENTENCES, layers=[-1], query="last", **KW)
-    assert list(attn) == [2]
-    for a in attn[2]:
+    assert list(attn) == ["model/layer.2"]
+    for a in attn["model/layer.2"]:
         assert np.allclose(np.triu(a, k=1), 0.0)
         np.testing.assert_allclose(a.sum(-1), 1.0, atol=1e-5)
     assert model.config._attn_implementation == before
@@ -563,13 +564,15 @@ def test_models_by_name_use_load_model(monkeypatch, tiny):
 
     calls = []
 
-    def fake_load(name, device="auto", dtype=None, task="base"):
-        calls.append((name, str(device)))
+    def fake_load(name, device="auto", dtype=None, task="base", zoo_profile="default"):
+        calls.append((name, str(device), zoo_profile))
         return tiny["bert"]
 
     monkeypatch.setattr(lmsim.models, "load_model", fake_load)
     mom = extract_moments(["tiny-x"], TEXTS, layers="last", cache=False, **KW)
-    assert calls == [("tiny-x", "cpu")] and mom.names == ["tiny-x/layer.2"]
+    assert calls == [("tiny-x", "cpu", "default")] and mom.names == ["tiny-x/layer.2"]
+    extract_moments(["tiny-x"], TEXTS, layers="last", cache=False, zoo_profile="smoke", **KW)
+    assert calls[-1] == ("tiny-x", "cpu", "smoke"), "the zoo profile is passed on, explicitly"
     with pytest.raises(ValueError, match="duplicate"):
         extract_moments(["a", "a"], TEXTS, **KW)
 

@@ -345,8 +345,8 @@ def test_zoo_names_use_zoo_model_dir(monkeypatch, tmp_path):
     built = build_tiny_model("bert", tmp_path / "zoo-mlm", seed=3)
     requests = []
 
-    def model_dir(name, build=False):
-        requests.append((name, build))
+    def model_dir(name, profile=None, build=False):
+        requests.append((name, profile, build))
         return built
 
     fake_zoo = types.ModuleType("lmsim.zoo")
@@ -354,7 +354,9 @@ def test_zoo_names_use_zoo_model_dir(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "lmsim.zoo", fake_zoo)
     monkeypatch.setattr(lmsim, "zoo", fake_zoo, raising=False)
     model, tokenizer = load_model("zoo/mlm-s3", device="cpu")
-    assert requests == [("mlm-s3", True)]
+    assert requests == [("mlm-s3", "default", True)]
+    load_model("zoo/mlm-s3", device="cpu", zoo_profile="smoke")
+    assert requests[-1] == ("mlm-s3", "smoke", True), "the zoo profile is an explicit argument"
     _, out = _hidden_states(model, tokenizer)
     assert len(out.hidden_states) == 3
 

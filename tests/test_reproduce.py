@@ -15,12 +15,11 @@ from lmsim import reproduce
 TITLE = "# Demo chapter\n\nA paragraph about the claim."
 PARAMS = (
     'n: int = 2  # a count\nlabel: str = "smoke-label"  # a label\n'
-    'profile: str = "smoke"  # which profile ran this notebook'
+    'profile: str = "smoke"  # which profile ran this notebook\n'
+    'zoo_profile: str = "smoke"  # zoo build'
 )
 BODY = (
-    "import os\n"
-    "zoo = os.environ.get('LMSIM_ZOO_PROFILE')\n"
-    "print('RESULT', n * 10, label, profile, zoo, os.path.basename(os.getcwd()))"
+    "import os\nprint('RESULT', n * 10, label, profile, zoo_profile, os.path.basename(os.getcwd()))"
 )
 
 
@@ -76,8 +75,9 @@ def _plan(root, profile, **kwargs):
 def test_plan_merges_profile_overrides_and_passes_profile(repo):
     runs = {run.key: run for run in _plan(repo, "paper")}
     assert list(runs) == ["demo/01_first", "demo/02_second", "other/01_only"]
-    assert runs["demo/01_first"].parameters == {"n": 7, "label": "big", "profile": "paper"}
-    assert runs["demo/02_second"].parameters == {"profile": "paper"}
+    paper = {"profile": "paper", "zoo_profile": "gpu"}
+    assert runs["demo/01_first"].parameters == {"n": 7, "label": "big", **paper}
+    assert runs["demo/02_second"].parameters == paper
     assert runs["demo/01_first"].output == repo / "_build" / "paper" / "demo" / "01_first.ipynb"
 
 
@@ -99,7 +99,12 @@ def test_smoke_overrides_nothing_and_output_dir_wins(repo, tmp_path):
 
 def test_command_line_overrides_apply_where_declared(repo):
     runs = _plan(repo, "default", overrides={"label": "cli"})
-    assert runs[0].parameters == {"n": 5, "label": "cli", "profile": "default"}
+    assert runs[0].parameters == {
+        "n": 5,
+        "label": "cli",
+        "profile": "default",
+        "zoo_profile": "default",
+    }
     with pytest.raises(ValueError, match=r"\['nope'\] given with -p are declared by none"):
         _plan(repo, "default", overrides={"nope": 1})
 
@@ -132,7 +137,7 @@ def test_undeclared_manifest_parameter_names_notebook_and_declared(tmp_path):
         _plan(root, "default")
     message = str(info.value)
     assert "['m']" in message and "c/nb" in message
-    assert "declared: ['label', 'n', 'profile']" in message
+    assert "declared: ['label', 'n', 'profile', 'zoo_profile']" in message
 
 
 def test_missing_notebook_names_path(tmp_path):
@@ -253,14 +258,15 @@ def test_main_executes_default_profile_with_provenance_and_times(repo, capsys, m
     printed = "".join(
         o.get("text", "") for c in page.cells if c.cell_type == "code" for o in c.outputs
     )
-    # n from the profile's overrides, label from -p, the zoo profile from the run's profile
-    # (not the caller's environment), cwd = the source notebook's folder
+    # n from the profile's overrides, label from -p, the zoo profile passed as a parameter
+    # from the run's profile (an environment variable is not read), cwd = the source folder
     assert "RESULT 50 from-cli default caller-value demo" not in printed
     assert "RESULT 50 from-cli default default demo" in printed
     meta = page.metadata["lmsim"]
     assert meta["profile"] == "default" and meta["status"] == "ok"
-    assert meta["parameters"] == {"n": 5, "label": "from-cli", "profile": "default"}
-    assert meta["overrides"] == {"n": 5, "label": "from-cli", "profile": "default"}
+    expected = {"n": 5, "label": "from-cli", "profile": "default", "zoo_profile": "default"}
+    assert meta["parameters"] == expected
+    assert meta["overrides"] == expected
     assert meta["source"] == "notebooks/demo/01_first.ipynb"
     assert set(meta["versions"]) == {"python", "lmsim", "torch", "transformers", "numpy"}
     assert meta["wall_time_s"] > 0 and meta["device"] and meta["date"]
@@ -273,7 +279,7 @@ def test_main_executes_default_profile_with_provenance_and_times(repo, capsys, m
     assert times["demo/02_second"]["status"] == "failed"
     assert not (repo / "book" / "other").exists()
     assert "wall time per notebook" in captured.out
-    assert os.environ["LMSIM_ZOO_PROFILE"] == "caller-value"  # restored after the run
+    assert os.environ["LMSIM_ZOO_PROFILE"] == "caller-value"  # the runner sets no variable
 
 
 def test_cli_errors_exit_2_and_list(repo):

@@ -11,7 +11,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lmsim import zoo
+from lmsim import training, zoo
+from lmsim.zoo import objectives, text
 
 TINY = zoo.ZooProfile(
     name="tiny",
@@ -51,7 +52,6 @@ def tiny_zoo(tmp_path_factory):
         mp.setenv("LMSIM_CACHE", str(tmp_path_factory.mktemp("cache")))
         mp.setenv("HF_HUB_OFFLINE", "1")
         mp.setitem(zoo.PROFILES, "tiny", TINY)
-        mp.setenv("LMSIM_ZOO_PROFILE", "tiny")
         paths = zoo.build(profile="tiny", progress=False)
         yield paths
 
@@ -62,10 +62,10 @@ def smoke_data():
     from lmsim.data import load_corpus
 
     tokenizer = zoo.train_tokenizer(load_corpus("smoke", "train"), 200, TINY.seq_len)
-    train = zoo._token_stream(tokenizer, load_corpus("smoke", "train"))
-    valid = zoo._token_stream(tokenizer, load_corpus("smoke", "valid"))
+    train = text._token_stream(tokenizer, load_corpus("smoke", "train"))
+    valid = text._token_stream(tokenizer, load_corpus("smoke", "valid"))
     special = [tokenizer.convert_tokens_to_ids(t) for t in ("[PAD]", "[CLS]", "[SEP]", "[MASK]")]
-    return zoo._LMData(
+    return text._LMData(
         tokenizer=tokenizer,
         train=zoo.make_chunks(train, TINY.seq_len, tokenizer.cls_token_id),
         valid=zoo.make_chunks(valid, TINY.seq_len, tokenizer.cls_token_id),
@@ -121,11 +121,13 @@ def test_mask_tokens_rejects_all_special():
 
 def test_batch_indices_each_epoch_is_a_permutation():
     n, bs = 10, 4
-    seen = np.concatenate([zoo.batch_indices(n, bs, s, seed=3) for s in range(5)])  # 2 epochs
+    seen = np.concatenate([training.batch_indices(n, bs, s, seed=3) for s in range(5)])  # 2 epochs
     assert sorted(seen[:10]) == list(range(10))
     assert sorted(seen[10:20]) == list(range(10))
-    assert np.array_equal(zoo.batch_indices(n, bs, 3, seed=3), seen[12:16])
-    assert not np.array_equal(zoo.batch_indices(n, bs, 0, 3), zoo.batch_indices(n, bs, 0, 4))
+    assert np.array_equal(training.batch_indices(n, bs, 3, seed=3), seen[12:16])
+    assert not np.array_equal(
+        training.batch_indices(n, bs, 0, 3), training.batch_indices(n, bs, 0, 4)
+    )
 
 
 def test_make_chunks_layout():
@@ -249,25 +251,25 @@ def test_objective_loss_finite_and_decreases_on_a_repeated_batch(objective, smok
     cpu = torch.device("cpu")
     prof = dataclasses.replace(TINY, distil_ce_positions="all")
     if objective in ("mlm", "clm"):
-        model = zoo._new_model(f"{objective}-s0", prof, smoke_data.tokenizer)
-        make = zoo._mlm_run if objective == "mlm" else zoo._clm_run
+        model = objectives._new_model(f"{objective}-s0", prof, smoke_data.tokenizer)
+        make = objectives._mlm_run if objective == "mlm" else objectives._clm_run
         run = make(model, smoke_data, prof, 0, cpu)
     elif objective == "electra":
-        disc, gen = zoo._electra_pair(prof, smoke_data.tokenizer, 0)
-        run = zoo._electra_run(disc, gen, smoke_data, prof, 0, cpu)
+        disc, gen = objectives._electra_pair(prof, smoke_data.tokenizer, 0)
+        run = objectives._electra_run(disc, gen, smoke_data, prof, 0, cpu)
     else:
-        teacher = zoo._new_model("mlm-deep-s0", prof, smoke_data.tokenizer)
-        student, kept = zoo._distil_student(teacher, prof)
+        teacher = objectives._new_model("mlm-deep-s0", prof, smoke_data.tokenizer)
+        student, kept = objectives._distil_student(teacher, prof)
         assert kept == [0, 2]
-        run = zoo._distil_run(student, teacher, smoke_data, prof, 0, cpu)
+        run = objectives._distil_run(student, teacher, smoke_data, prof, 0, cpu)
     losses = _repeat_first_batch(run)
     assert all(math.isfinite(v) for v in losses)
     assert losses[-1] < losses[0]
 
 
 def test_distil_student_copies_alternate_teacher_layers(smoke_data):
-    teacher = zoo._new_model("mlm-deep-s0", TINY, smoke_data.tokenizer)
-    student, kept = zoo._distil_student(teacher, TINY)
+    teacher = objectives._new_model("mlm-deep-s0", TINY, smoke_data.tokenizer)
+    student, kept = objectives._distil_student(teacher, TINY)
     assert student.config.num_hidden_layers == TINY.deep_layers // 2
     for i, j in enumerate(kept):
         for a, b in zip(
@@ -281,7 +283,7 @@ def test_distil_student_copies_alternate_teacher_layers(smoke_data):
 
 
 def test_electra_generator_shares_embeddings(smoke_data):
-    disc, gen = zoo._electra_pair(TINY, smoke_data.tokenizer, 0)
+    disc, gen = objectives._electra_pair(TINY, smoke_data.tokenizer, 0)
     assert gen.electra.embeddings is disc.electra.embeddings
     assert gen.generator_lm_head.weight is disc.electra.embeddings.word_embeddings.weight
     assert gen.config.hidden_size < disc.config.hidden_size
@@ -291,7 +293,7 @@ def test_electra_rtd_labels_mark_exactly_the_replaced_tokens(smoke_data):
     """The discriminator reads the corrupted sequence; a label is 1 where the sampled token
     differs from the original, 0 elsewhere (masked positions where the generator drew the
     original token included); the loss and accuracy count real tokens only."""
-    disc, gen = zoo._electra_pair(TINY, smoke_data.tokenizer, 0)
+    disc, gen = objectives._electra_pair(TINY, smoke_data.tokenizer, 0)
     batch = smoke_data.train[:8]
     seen = {}
     forward = disc.forward
@@ -301,16 +303,16 @@ def test_electra_rtd_labels_mark_exactly_the_replaced_tokens(smoke_data):
         return forward(*args, **kwargs)
 
     disc.forward = spy
-    rng = zoo._step_generator(0, 0)
+    rng = training.step_generator(0, 0)
     _, labels = zoo.mask_tokens(
         batch,
         smoke_data.special_ids,
         smoke_data.tokenizer.mask_token_id,
         len(smoke_data.tokenizer),
-        zoo._step_generator(0, 0),
+        training.step_generator(0, 0),
     )
     with torch.no_grad():
-        out = zoo._electra_forward(disc, gen, batch, smoke_data, rng)
+        out = objectives._electra_forward(disc, gen, batch, smoke_data, rng)
     corrupted = seen["input_ids"]
     selected = labels != zoo.IGNORE_INDEX
     assert torch.equal(corrupted[~selected], batch[~selected])  # only masked positions change
@@ -322,10 +324,10 @@ def test_electra_rtd_labels_mark_exactly_the_replaced_tokens(smoke_data):
 
 
 def test_electra_low_temperature_samples_the_generator_argmax(smoke_data):
-    disc, gen = zoo._electra_pair(TINY, smoke_data.tokenizer, 0)
+    disc, gen = objectives._electra_pair(TINY, smoke_data.tokenizer, 0)
     with torch.no_grad():
-        out = zoo._electra_forward(
-            disc, gen, smoke_data.train[:8], smoke_data, zoo._step_generator(0, 0), 1e-6
+        out = objectives._electra_forward(
+            disc, gen, smoke_data.train[:8], smoke_data, training.step_generator(0, 0), 1e-6
         )
         replaced = out["gen_logits"].argmax(-1)
     # Every masked position either keeps its token (argmax == original) or is replaced by
@@ -481,11 +483,10 @@ def test_round_trip_through_load_model(tiny_zoo, monkeypatch):
     # the fixture's environment is gone here: point the zoo at the same cache again
     monkeypatch.setenv("LMSIM_CACHE", str(tiny_zoo["mlm-s0"].parents[2]))
     monkeypatch.setitem(zoo.PROFILES, "tiny", TINY)
-    monkeypatch.setenv("LMSIM_ZOO_PROFILE", "tiny")
-    model, tokenizer = load_model("zoo/mlm-s0", device="cpu")
+    model, tokenizer = load_model("zoo/mlm-s0", device="cpu", zoo_profile="tiny")
     assert model.config.num_hidden_layers == TINY.layers
     assert tokenizer.mask_token == "[MASK]"
-    assert zoo.model_dir("mlm-s0") == tiny_zoo["mlm-s0"]
+    assert zoo.model_dir("mlm-s0", "tiny") == tiny_zoo["mlm-s0"]
 
 
 def test_gpu_profile_code_path_runs_on_cpu(tmp_path, monkeypatch):
@@ -562,5 +563,6 @@ def test_errors_name_the_problem(tmp_path, monkeypatch):
         zoo.ZooProfile(name="bad", hidden=10, heads=4)
     with pytest.raises(ValueError, match="distil_ce_positions"):
         zoo.ZooProfile(name="bad", distil_ce_positions="some")
+    # The profile is an argument: no environment variable selects it.
     monkeypatch.setenv("LMSIM_ZOO_PROFILE", "smoke")
-    assert zoo.get_profile().name == "smoke"
+    assert zoo.get_profile().name == "default"

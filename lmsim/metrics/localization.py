@@ -12,6 +12,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from lmsim.blocks import parse_block
+
 __all__ = [
     "block_means",
     "cross_model_mean",
@@ -139,12 +141,7 @@ def layer_table(names: Sequence[str]) -> pd.DataFrame:
         ``model`` (str), ``layer`` (int) and ``depth`` = layer / deepest listed layer of
         that model, in ``[0, 1]`` (0 = embeddings; a model listed with layer 0 only gets 0).
     """
-    rows = []
-    for name in names:
-        model, sep, layer = str(name).rpartition("/layer.")
-        if not sep or not layer.isdigit():
-            raise ValueError(f"block name {name!r} is not of the form '{{model}}/layer.{{i}}'")
-        rows.append((model, int(layer)))
+    rows = [parse_block(name) for name in names]
     table = pd.DataFrame(rows, columns=["model", "layer"], index=list(names))
     deepest = table.groupby("model")["layer"].transform("max").clip(lower=1)
     table["depth"] = table["layer"] / deepest

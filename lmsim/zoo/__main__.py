@@ -1,0 +1,7 @@
+"""``python -m lmsim.zoo``."""
+
+import sys
+
+from lmsim.zoo.cli import main
+
+sys.exit(main())

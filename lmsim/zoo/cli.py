@@ -1,0 +1,65 @@
+"""``python -m lmsim.zoo``: build the zoo or list what is built."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import time
+from collections.abc import Sequence
+
+import pandas as pd
+
+from lmsim.zoo.builder import build
+from lmsim.zoo.profiles import MODELS, PROFILES, _root, get_profile
+from lmsim.zoo.report import summary
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m lmsim.zoo",
+        description="The lmsim model zoo: small transformer LMs that lmsim trains itself, offline.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_build = sub.add_parser("build", help="train the zoo (finished models are skipped)")
+    p_build.add_argument("--profile", default=None, choices=sorted(PROFILES))
+    p_build.add_argument("--only", nargs="+", metavar="NAME", choices=list(MODELS))
+    p_build.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch CPU threads per model (default: the profile's `threads`)",
+    )
+    p_build.add_argument(
+        "--rebuild",
+        action="store_true",
+        help="train the named models (and what was built from them) again",
+    )
+    p_build.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        help="models trained at once on the CPU, one process each (default: the profile's)",
+    )
+    p_list = sub.add_parser("list", help="print the table of built models")
+    p_list.add_argument("--profile", default=None, choices=sorted(PROFILES))
+    args = parser.parse_args(argv)
+    prof = get_profile(args.profile)
+    if args.command == "build":
+        if args.threads:
+            prof = dataclasses.replace(prof, threads=args.threads)
+        started = time.perf_counter()
+        paths = build(args.only, prof, jobs=args.jobs, rebuild=args.rebuild)
+        seconds = time.perf_counter() - started
+        print(f"built {len(paths)} models in {seconds:.1f} s under {_root(prof)}")
+    table = summary(prof)
+    with pd.option_context("display.width", 200, "display.max_columns", 30):
+        shown = table.drop(columns=["architecture", "val_ppl_of", "mfu"]).set_index("name")
+        print(
+            shown.to_string(float_format=lambda v: f"{v:.3g}") if len(table) else "no models built"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
