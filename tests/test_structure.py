@@ -310,3 +310,99 @@ def test_readme_library_example_runs():
     assert blocks, "README.md has no python example"
     for block in blocks:
         exec(compile(block, "README.md", "exec"), {})
+
+
+# ------------------------------------------------------------------------ package layers
+# What may import what (docs/design.md draws the same picture): a module imports only from
+# lower rows, or from its own package (lmsim.zoo.*, lmsim.metrics.*). Lazy imports inside
+# functions count too.
+LAYERS = [
+    ["lmsim._cache", "lmsim._io", "lmsim._packages", "lmsim._runtime", "lmsim.blocks"],
+    ["lmsim.moments"],
+    ["lmsim.data", "lmsim.training", "lmsim.metrics"],
+    ["lmsim.zoo"],
+    ["lmsim.models"],
+    ["lmsim.extract"],
+    ["lmsim.lmd", "lmsim.plotting", "lmsim.merge", "lmsim.probe", "lmsim.cluster"],
+    ["lmsim.twotower", "lmsim.brown"],
+    ["lmsim.reproduce"],
+]
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _lmsim_imports(path: Path) -> set[str]:
+    """Every lmsim module ``path`` imports, at module level or inside functions."""
+    deps = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("lmsim"):
+            deps.add(node.module)
+            for alias in node.names:
+                full = f"{node.module}.{alias.name}"
+                as_path = REPO / Path(*full.split("."))
+                if as_path.with_suffix(".py").exists() or as_path.is_dir():
+                    deps.add(full)
+        elif isinstance(node, ast.Import):
+            deps.update(a.name for a in node.names if a.name.startswith("lmsim"))
+    return deps - {_module_name(path), "lmsim"}
+
+
+IMPORTS = {_module_name(p): _lmsim_imports(p) for p in sorted((REPO / "lmsim").rglob("*.py"))}
+
+
+def _layer(module: str) -> int:
+    for index, row in enumerate(LAYERS):
+        if any(module == top or module.startswith(top + ".") for top in row):
+            return index
+    raise AssertionError(f"{module} is in no row of LAYERS: place it in tests/test_structure.py")
+
+
+def _package(module: str) -> str:
+    parts = module.split(".")
+    return ".".join(parts[:2]) if len(parts) > 2 else module
+
+
+@pytest.mark.parametrize("module", sorted(m for m in IMPORTS if m != "lmsim"))
+def test_module_imports_only_lower_layers(module):
+    upward = [
+        dep
+        for dep in sorted(IMPORTS[module])
+        if _layer(dep) >= _layer(module) and _package(dep) != _package(module)
+    ]
+    assert not upward, f"{module} (row {_layer(module)}) imports {upward} from its row or above"
+
+
+def test_import_graph_has_no_cycle():
+    state: dict[str, str] = {}
+
+    def visit(module, path):
+        state[module] = "open"
+        for dep in sorted(IMPORTS.get(module, ())):
+            if state.get(dep) == "open":
+                raise AssertionError("import cycle: " + " -> ".join([*path, module, dep]))
+            if dep not in state:
+                visit(dep, [*path, module])
+        state[module] = "done"
+
+    for module in sorted(IMPORTS):
+        if module not in state:
+            visit(module, [])
+
+
+def test_layer_check_catches_upward_and_circular_imports(tmp_path):
+    # The two checks above, on a made-up graph, must fail where they should.
+    assert _layer("lmsim.models") > _layer("lmsim.zoo.builder") > _layer("lmsim.training")
+    saved = dict(IMPORTS)
+    try:
+        IMPORTS["lmsim.training"] = {"lmsim.models"}
+        with pytest.raises(AssertionError, match="imports"):
+            test_module_imports_only_lower_layers("lmsim.training")
+        IMPORTS["lmsim.models"] = {"lmsim.training"}
+        with pytest.raises(AssertionError, match="import cycle"):
+            test_import_graph_has_no_cycle()
+    finally:
+        IMPORTS.clear()
+        IMPORTS.update(saved)
