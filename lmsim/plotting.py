@@ -17,9 +17,18 @@ import seaborn as sns
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from lmsim.blocks import model_spans
+from lmsim.blocks import is_layer_block, model_spans
 
-__all__ = ["use_style", "heatmap", "grid_heatmaps", "bars", "layer_heatmap"]
+__all__ = [
+    "use_style",
+    "heatmap",
+    "grid_heatmaps",
+    "bars",
+    "layer_heatmap",
+    "panel_grid",
+    "human_count",
+    "show_table",
+]
 
 _RC = {
     "figure.dpi": 110,
@@ -305,6 +314,20 @@ def bars(
     return ax
 
 
+def _layer_ticks(names: Sequence[str], max_per_model: int = 6) -> tuple[list[int], list[str]]:
+    """Tick positions and labels: every k-th layer of each model (its first and last kept)."""
+    positions, labels = [], []
+    for _model, start, stop in model_spans(names):
+        n = stop - start
+        step = max(1, -(-n // max_per_model))
+        keep = sorted({*range(0, n, step), n - 1})
+        for k in keep:
+            name = str(names[start + k])
+            positions.append(start + k)
+            labels.append(name.rpartition("/layer.")[2] if is_layer_block(name) else name)
+    return positions, labels
+
+
 def layer_heatmap(
     matrix: Any,
     names: Sequence[str],
@@ -315,12 +338,14 @@ def layer_heatmap(
     vmax: float | None = 1.0,
     cmap: str = "viridis",
     cbar_label: str | None = None,
+    xlabel: str = "target layer",
+    ylabel: str = "source layer",
 ) -> Axes:
     """Layer × layer heatmap over all layers of all models, model boundaries marked.
 
     The layout of Wu et al. (2020), Fig. 1: each model's layers are consecutive (layer 0,
-    the embeddings, first), white lines separate the models and each model's name labels
-    the middle of its block.
+    the embeddings, first), white lines separate the models, ticks give layer numbers (every
+    k-th, so at most six per model) and each model's name labels its block outside the axes.
 
     Parameters
     ----------
@@ -336,6 +361,8 @@ def layer_heatmap(
         Colour scale (None: the data's range).
     cmap : str, default="viridis"
     cbar_label : str, optional
+    xlabel, ylabel : str
+        Axis titles (the models' names are written beside the layer ticks).
 
     Returns
     -------
@@ -344,23 +371,112 @@ def layer_heatmap(
     col_names = list(names) if col_names is None else list(col_names)
     values, _, _ = _as_matrix(matrix, list(names), col_names)
     if ax is None:
-        side = min(4.0 + 0.09 * len(col_names), 11.0)
-        _, ax = plt.subplots(figsize=(side + 1.2, min(4.0 + 0.09 * len(names), 11.0)))
+        side = min(4.5 + 0.09 * len(col_names), 11.0)
+        _, ax = plt.subplots(figsize=(side + 1.6, min(4.5 + 0.09 * len(names), 11.0)))
     image = ax.imshow(values, vmin=vmin, vmax=vmax, cmap=cmap, interpolation="nearest")
     ax.grid(False)
-    for axis, spans in (("y", model_spans(names)), ("x", model_spans(col_names))):
-        centres = [(start + stop - 1) / 2 for _, start, stop in spans]
-        labels = [model for model, _, _ in spans]
+    for axis, axis_names in (("y", list(names)), ("x", col_names)):
+        spans = model_spans(axis_names)
         line = ax.axhline if axis == "y" else ax.axvline
         for _, start, _ in spans[1:]:
             line(start - 0.5, color="white", linewidth=1.2)
+        positions, labels = _layer_ticks(axis_names)
+        for model, start, stop in spans:
+            centre = (start + stop - 1) / 2
+            if axis == "y":
+                ax.annotate(
+                    model,
+                    (0, centre),
+                    xycoords=("axes fraction", "data"),
+                    xytext=(-22, 0),
+                    textcoords="offset points",
+                    ha="right",
+                    va="center",
+                    fontsize=8,
+                )
+            else:
+                ax.annotate(
+                    model,
+                    (centre, 0),
+                    xycoords=("data", "axes fraction"),
+                    xytext=(0, -16),
+                    textcoords="offset points",
+                    ha="right",
+                    va="top",
+                    rotation=35,
+                    fontsize=8,
+                )
         if axis == "y":
-            ax.set_yticks(centres, labels)
+            ax.set_yticks(positions, labels, fontsize=7)
         else:
-            ax.set_xticks(centres, labels, rotation=45, ha="right")
+            ax.set_xticks(positions, labels, fontsize=7)
+    ax.set_xlabel(xlabel, labelpad=4)
+    ax.xaxis.set_label_position("top")
+    ax.set_ylabel(ylabel)
     colorbar = ax.figure.colorbar(image, ax=ax, shrink=0.85)
     if cbar_label:
         colorbar.set_label(cbar_label)
     if title:
-        ax.set_title(title)
+        ax.set_title(title, pad=18)
     return ax
+
+
+def panel_grid(n_panels: int, ncols: int = 1, panel_size: tuple[float, float] = (8.0, 6.5)):
+    """A figure of ``n_panels`` axes, ``ncols`` across, sized to the book's text width.
+
+    Wide rows of heatmaps shrink to unreadable tick labels in the book (a 3-panel row of
+    21 inches renders at a third of its size); stack panels instead.
+
+    Returns
+    -------
+    fig : Figure
+    axes : list of Axes
+        ``n_panels`` axes in reading order (unused grid cells are hidden).
+    """
+    if n_panels < 1:
+        raise ValueError(f"`n_panels` must be >= 1, got {n_panels}")
+    ncols = max(1, min(ncols, n_panels))
+    nrows = -(-n_panels // ncols)
+    fig, grid = plt.subplots(
+        nrows,
+        ncols,
+        figsize=(panel_size[0] * ncols, panel_size[1] * nrows),
+        squeeze=False,
+        constrained_layout=True,
+    )
+    axes = list(grid.ravel())
+    for ax in axes[n_panels:]:
+        ax.set_axis_off()
+    return fig, axes[:n_panels]
+
+
+def human_count(n: float) -> str:
+    """``110_000_000 -> "110 M"``, ``2_500 -> "2.5 k"``; NaN/None -> "—"."""
+    if n is None or (isinstance(n, float) and np.isnan(n)):
+        return "—"
+    for size, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(n) >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{n:.3g}" if isinstance(n, float) else str(n)
+
+
+def show_table(frame: pd.DataFrame, digits: int = 3, index: bool | None = None):
+    """A table for the book: rounded, "—" for missing values, no stray 0..n-1 index.
+
+    Parameters
+    ----------
+    frame : DataFrame
+    digits : int
+        Decimals of float columns.
+    index : bool, optional
+        Show the index (default: unless it is a plain ``RangeIndex``).
+
+    Returns
+    -------
+    pandas.io.formats.style.Styler
+    """
+    if index is None:
+        index = not isinstance(frame.index, pd.RangeIndex)
+    styler = frame.style.format(precision=digits, na_rep="—", thousands=",")
+    styler = styler.set_table_attributes('class="lmsim-table"')
+    return styler if index else styler.hide(axis="index")

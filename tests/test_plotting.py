@@ -144,6 +144,24 @@ def test_grid_heatmaps_order_and_errors():
         plotting.grid_heatmaps({"a": np.eye(2)})
 
 
+def test_layer_heatmap_marks_model_boundaries():
+    names = ["zoo/mlm-s0/layer.0", "zoo/mlm-s0/layer.2", "zoo/mlm-s0/layer.4"] + [
+        f"gpt/layer.{i}" for i in range(3)
+    ]
+    matrix = np.random.default_rng(0).uniform(size=(6, 6))
+    ax = plotting.layer_heatmap(matrix, names, title="t", cbar_label="sim")
+    # ticks give the layer numbers; each model's name labels its block (once per axis)
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["0", "2", "4", "0", "1", "2"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["0", "2", "4", "0", "1", "2"]
+    assert [a.get_text() for a in ax.texts] == ["zoo/mlm-s0", "gpt"] * 2
+    assert ax.get_xlabel() == "target layer" and ax.get_ylabel() == "source layer"
+    assert len(ax.lines) == 2  # one horizontal and one vertical boundary
+    assert ax.get_title() == "t"
+    plt.close("all")
+    with pytest.raises(ValueError, match="rows"):
+        plotting.layer_heatmap(matrix[:5], names)
+
+
 def test_bars_one_bar_per_row_with_hue_legend():
     df = pd.DataFrame(
         {
@@ -174,3 +192,36 @@ def test_use_style_sets_whitegrid_and_fonts():
     assert plt.rcParams["axes.grid"]
     assert plt.rcParams["axes.labelsize"] >= 10
     plt.rcdefaults()
+
+
+def test_layer_ticks_thin_out_long_models_and_keep_first_and_last():
+    names = [f"big/layer.{i}" for i in range(31)] + ["small/layer.0", "small/layer.1"]
+    positions, labels = plotting._layer_ticks(names, max_per_model=6)
+    big = [lab for pos, lab in zip(positions, labels) if pos < 31]
+    assert big[0] == "0" and big[-1] == "30" and len(big) <= 7
+    assert labels[-2:] == ["0", "1"] and positions[-2:] == [31, 32]
+
+
+def test_panel_grid_stacks_and_hides_unused_cells():
+    fig, axes = plotting.panel_grid(3, ncols=2, panel_size=(4, 3))
+    assert len(axes) == 3 and len(fig.axes) == 4 and not fig.axes[3].axison
+    assert tuple(fig.get_size_inches()) == (8, 6)
+    plt.close(fig)
+    with pytest.raises(ValueError, match="n_panels"):
+        plotting.panel_grid(0)
+
+
+@pytest.mark.parametrize(
+    "n, text", [(110_000_000, "110 M"), (2_500, "2.5 k"), (12, "12"), (float("nan"), "—")]
+)
+def test_human_count(n, text):
+    assert plotting.human_count(n) == text
+
+
+def test_show_table_dashes_missing_and_hides_range_index():
+    frame = pd.DataFrame({"a": [1.23456, np.nan]})
+    html = plotting.show_table(frame, digits=2).to_html()
+    assert "1.23" in html and "—" in html and "nan" not in html.lower()
+    assert ">0</th>" not in html, "a RangeIndex is not shown"
+    named = plotting.show_table(frame.set_axis(["x", "y"])).to_html()
+    assert ">x</th>" in named
