@@ -546,6 +546,8 @@ def test_plot_training_curves(tiny_zoo, monkeypatch):
         val = zoo.training_log(name, TINY).dropna(subset=["val_ppl"])
         np.testing.assert_allclose(line.get_ydata(), val["val_ppl"] / val["unigram_ppl"])
     assert list(fig.axes[1].lines[-1].get_ydata()) == [1.0, 1.0]
+    looks = {(line.get_color(), line.get_linestyle()) for line in fig.axes[0].lines}
+    assert len(looks) == len(zoo.MODELS), "every model's curve looks different"
 
 
 # ----------------------------------------------------------------------------- errors

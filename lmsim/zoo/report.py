@@ -80,26 +80,30 @@ def plot_training_curves(
     Returns
     -------
     matplotlib.figure.Figure
-        Two panels sharing one legend: training loss (left, log scale; objectives
-        differ, so compare shapes) and validation perplexity divided by the unigram
-        perplexity on the same positions (right; the language models only; below the
-        dashed line at 1 a model knows more than word frequencies).
+        Two stacked panels sharing the step axis and one legend: training loss (top, log
+        scale; objectives differ, so compare shapes) and validation perplexity divided by
+        the unigram perplexity on the same positions (bottom; the language models only;
+        below the dashed line at 1 a model knows more than word frequencies). Each model
+        has its own colour, line style and marker.
     """
     import matplotlib.pyplot as plt
 
     prof = get_profile(profile)
     names = [n for n in (names or MODELS) if _is_built(_root(prof) / n)]
-    fig, (ax_loss, ax_ppl) = plt.subplots(1, 2, figsize=(12, 4))
+    fig, (ax_loss, ax_ppl) = plt.subplots(2, 1, figsize=(8.5, 8), sharex=True)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    # Colour and line style both vary, so models of one objective (the three seeds and the
+    # deep masked LM) stay distinguishable where their curves overlap.
+    styles = ["-", "--", ":", "-."]
     for k, name in enumerate(names):
-        color = colors[k % len(colors)]
+        style = {"color": colors[k % len(colors)], "linestyle": styles[k % len(styles)]}
         log = training_log(name, prof)
         smooth = log["loss"].rolling(max(1, len(log) // 50), min_periods=1).mean()
-        ax_loss.plot(log["step"], smooth, color=color, label=name)
+        ax_loss.plot(log["step"], smooth, label=name, linewidth=1.6, **style)
         if "val_ppl" in log and "unigram_ppl" in log:
             val = log.dropna(subset=["val_ppl"])
             ratio = val["val_ppl"] / val["unigram_ppl"]
-            ax_ppl.plot(val["step"], ratio, color=color, marker="o", ms=3)
+            ax_ppl.plot(val["step"], ratio, marker="os^Dv<>p"[k % 8], ms=4, **style)
     ax_ppl.axhline(1.0, color="0.3", ls="--", lw=1)
     ax_ppl.annotate(
         "unigram baseline",
@@ -119,7 +123,7 @@ def plot_training_curves(
         title="Validation perplexity relative to unigram",
     )
     ax_ppl.set_ylim(bottom=0)
-    fig.legend(loc="center right", fontsize=8, frameon=False)
+    ax_loss.legend(loc="upper right", fontsize=8, frameon=False, ncol=2)
     fig.suptitle(f"lmsim zoo, profile {prof.name!r}")
-    fig.tight_layout(rect=(0, 0, 0.86, 1))
+    fig.tight_layout()
     return fig
