@@ -8,8 +8,9 @@ cut at distance ``τ``, and one representative neuron kept per cluster.
 NeuroX computes ``np.corrcoef`` on the dense ``(n_tokens, n_neurons)`` activation matrix,
 which must then sit in RAM (float32 BERT-base activations of 200k words: 8 GB). Here the
 correlations come from a :class:`~lmsim.moments.Moments` (one streaming pass, memory
-independent of the number of samples) or from a dense array reduced chunk by chunk into
-one, and the condensed distance vector is written row block by row block, so the only
+independent of the number of samples), or from an array or a stream of chunks reduced in
+place chunk by chunk, and the condensed distance vector is written row block by row block,
+so the only
 ``O(n_neurons²)`` objects are the co-moment matrix (float64, ``8·D²`` bytes), the condensed
 distances (``4·D(D-1)`` bytes) and scipy's working copy of them.
 
@@ -57,33 +58,80 @@ CONSTANT_MODES = ("singleton", "merge")
 _CONSTANT_RTOL = 1e-10
 
 
-def _as_moments(X_or_moments, blocks, chunk_rows: int, device) -> tuple[Moments, list[str]]:
+class _Stats:
+    """Count, mean and centred co-moment matrix (float64) plus the neuron index to use."""
+
+    def __init__(self, n: int, mean: torch.Tensor, comoment: torch.Tensor, index: torch.Tensor):
+        self.n, self.mean, self.comoment, self.index = n, mean, comoment, index
+
+
+def _float64(x, device) -> torch.Tensor:
+    if isinstance(x, np.ndarray):
+        x = torch.from_numpy(np.ascontiguousarray(x))
+    elif not isinstance(x, torch.Tensor):
+        x = torch.as_tensor(np.asarray(x))
+    return x.to(device=device, dtype=torch.float64)
+
+
+def _accumulate(chunks, device) -> _Stats:
+    """Co-moment of a stream of ``(rows, n_neurons)`` chunks, updated in place.
+
+    Shifted sums (the shift is the first chunk's mean, so large common offsets do not
+    cancel catastrophically): ``S = Σ (x - c)(x - c)ᵀ`` by ``addmm_`` and
+    ``s = Σ (x - c)``, then ``M = S - s sᵀ / n``. Peak memory: one ``D × D`` float64
+    matrix plus one chunk (:class:`~lmsim.moments.Moments.update` also allocates the
+    chunk's own co-moment and merge temporaries).
+    """
+    n, shift, total, S = 0, None, None, None
+    for k, chunk in enumerate(chunks):
+        x = _float64(chunk, device)
+        if x.ndim != 2:
+            raise ValueError(f"chunk {k} must have shape (rows, n_neurons), got {tuple(x.shape)}")
+        if x.shape[0] == 0:
+            continue
+        if not torch.isfinite(x).all():
+            raise ValueError(f"chunk {k} has non-finite activations (NaN or Inf)")
+        if shift is None:
+            shift = x.mean(dim=0)
+            total = torch.zeros_like(shift)
+            S = torch.zeros(x.shape[1], x.shape[1], dtype=torch.float64, device=device)
+        elif x.shape[1] != S.shape[0]:
+            raise ValueError(f"chunk {k} has {x.shape[1]} neurons, earlier chunks {S.shape[0]}")
+        x -= shift
+        S.addmm_(x.T, x)
+        total += x.sum(dim=0)
+        n += int(x.shape[0])
+    if S is None:
+        raise ValueError("need at least 2 samples for correlations, got none")
+    mean_c = total / n
+    S.addr_(mean_c, mean_c, alpha=-float(n))
+    return _Stats(n, shift + mean_c, S, torch.arange(S.shape[0], device=device))
+
+
+def _stats(X_or_moments, blocks, chunk_rows: int, device) -> _Stats:
     if isinstance(X_or_moments, Moments):
         mom = X_or_moments
-        names = mom.names if blocks is None else list(blocks)
-        if isinstance(blocks, str):
-            names = [blocks]
+        names = (
+            [blocks] if isinstance(blocks, str) else (mom.names if blocks is None else list(blocks))
+        )
         mom._check_names(names)
-        return mom, names
+        index = torch.cat(
+            [torch.arange(mom._offsets[n].start, mom._offsets[n].stop) for n in names]
+        ).to(mom.device)
+        return _Stats(mom.n, mom._mean, mom._comoment, index)
     if blocks is not None:
         raise ValueError("`blocks` selects blocks of a Moments; with an array `X` slice it instead")
-    X = X_or_moments
-    if not isinstance(X, (np.ndarray, torch.Tensor)):
-        X = np.asarray(X)
-    if X.ndim != 2:
-        raise ValueError(f"`X` must have shape (n_samples, n_neurons), got {tuple(X.shape)}")
     dev = torch.device("cpu") if device is None else torch.device(device)
-    mom = Moments({"X": int(X.shape[1])}, device=dev)
-    # Chunked: the float64 copy of a chunk, never of the whole matrix, is materialised.
-    for start in range(0, int(X.shape[0]), chunk_rows):
-        mom.update({"X": X[start : start + chunk_rows]})
-    return mom, ["X"]
-
-
-def _index(mom: Moments, names: list[str]) -> torch.Tensor:
-    return torch.cat([torch.arange(mom._offsets[n].start, mom._offsets[n].stop) for n in names]).to(
-        mom.device
-    )
+    X = X_or_moments
+    if isinstance(X, (np.ndarray, torch.Tensor)):
+        if X.ndim != 2:
+            raise ValueError(f"`X` must have shape (n_samples, n_neurons), got {tuple(X.shape)}")
+        # Chunked: a float64 copy of one chunk, never of the whole matrix.
+        rows = int(X.shape[0])
+        return _accumulate((X[s : s + chunk_rows] for s in range(0, rows, chunk_rows)), dev)
+    if isinstance(X, (list, tuple)) and X and np.ndim(X[0]) < 2:
+        return _stats(np.asarray(X), None, chunk_rows, device)
+    return _accumulate(iter(X), dev)
 
 
 def correlation_distances(
@@ -100,9 +148,10 @@ def correlation_distances(
 
     Parameters
     ----------
-    X_or_moments : ndarray or Tensor of shape (n_samples, n_neurons), or Moments
-        Raw activations, or moments whose blocks (all, or ``blocks``) are concatenated
-        in order into the neuron axis.
+    X_or_moments : ndarray or Tensor (n_samples, n_neurons), iterable of chunks, or Moments
+        Raw activations; an iterable (e.g. a generator) of ``(rows, n_neurons)`` chunks,
+        reduced one at a time so the activations never exist whole; or moments whose
+        blocks (all, or ``blocks``) are concatenated in order into the neuron axis.
     blocks : sequence of str, optional
         Block names of a :class:`~lmsim.moments.Moments` to use (default: all, in layout
         order). Not allowed with an array.
@@ -112,12 +161,12 @@ def correlation_distances(
     constant : {"singleton", "merge"}
         Treatment of zero-variance neurons (module docstring).
     chunk_rows : int
-        Samples per chunk when reducing a dense ``X`` to moments.
+        Samples per chunk when reducing a dense ``X`` (float64 copy of one chunk at a time).
     row_block : int
         Neurons per row block when filling the condensed vector (bounds the temporary
         ``(row_block, n_neurons)`` correlation slab).
     device : str or torch.device, optional
-        Where a dense ``X`` is reduced (moments keep their own device).
+        Where an array or chunk stream is reduced (default CPU; moments keep their own).
 
     Returns
     -------
@@ -128,18 +177,18 @@ def correlation_distances(
     """
     if constant not in CONSTANT_MODES:
         raise ValueError(f"`constant` must be one of {CONSTANT_MODES}, got {constant!r}")
-    mom, names = _as_moments(X_or_moments, blocks, chunk_rows, device)
-    if mom.n < 2:
-        raise ValueError(f"need at least 2 samples for correlations, the moments hold {mom.n}")
-    index = _index(mom, names)
+    st = _stats(X_or_moments, blocks, chunk_rows, device)
+    if st.n < 2:
+        raise ValueError(f"need at least 2 samples for correlations, got {st.n}")
+    index = st.index
     n = int(index.shape[0])
     if n < 2:
         raise ValueError(f"need at least 2 neurons to cluster, got {n}")
-    comoment = mom._comoment
+    comoment = st.comoment
     diag = comoment.diagonal()[index]
-    mean = mom._mean[index]
+    mean = st.mean[index]
     std = diag.clamp_min(0).sqrt()
-    is_constant = std <= _CONSTANT_RTOL * mean.abs() * np.sqrt(mom.n)
+    is_constant = std <= _CONSTANT_RTOL * mean.abs() * np.sqrt(st.n)
     inv = torch.where(is_constant, torch.zeros_like(std), 1.0 / std.clamp_min(1e-300))
     top = 2.0 if not absolute else 1.0
     dist = np.empty(n * (n - 1) // 2, dtype=np.float64)
@@ -194,8 +243,9 @@ def cluster_neurons(
 
     Parameters
     ----------
-    X_or_moments : ndarray or Tensor of shape (n_samples, n_neurons), or Moments
-        Activations, or moments (no dense activation matrix needed).
+    X_or_moments : ndarray or Tensor (n_samples, n_neurons), iterable of chunks, or Moments
+        Activations, a stream of activation chunks, or moments (no dense activation
+        matrix needed); see :func:`correlation_distances`.
     threshold : float or sequence of float
         Cut distance τ. A sequence cuts one tree at each value (the linkage, the costly
         part, is computed once).

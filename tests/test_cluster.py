@@ -81,6 +81,10 @@ def test_moments_input_equals_dense_input(seed):
     sub = cluster_neurons(mom, 0.5, blocks=["m/layer.2", "m/layer.0"])
     cols = np.r_[45:60, 0:20]
     np.testing.assert_array_equal(sub, cluster_neurons(X[:, cols], 0.5))
+    # a generator of chunks (the activations never whole) gives the same result
+    stream = cluster_neurons((c for c in np.array_split(X, 9)), THRESHOLDS)
+    for t in THRESHOLDS:
+        np.testing.assert_array_equal(stream[t], dense[t])
     # torch input and a small chunk size give the same result
     np.testing.assert_array_equal(
         cluster_neurons(torch.from_numpy(X), 0.5, chunk_rows=33), dense[0.5]
@@ -176,3 +180,12 @@ def test_validation_messages():
         cluster_neurons(X, 0.5, blocks=["a"])
     with pytest.raises(ValueError, match="2 samples"):
         cluster_neurons(X[:1], 0.5)
+
+
+def test_large_offsets_do_not_cancel():
+    X = correlated_neurons(2, d=30)
+    ref, _ = correlation_distances(X)
+    for shifted in (X + 1e6, X[::-1] + 1e6):  # shift from the first chunk's mean
+        dist, is_constant = correlation_distances(shifted, chunk_rows=64)
+        assert not is_constant.any()
+        np.testing.assert_allclose(dist, ref, atol=1e-8)
