@@ -77,11 +77,17 @@ def _accumulate(chunks, device) -> _Stats:
     """Co-moment of a stream of ``(rows, n_neurons)`` chunks, updated in place.
 
     Shifted sums (the shift is the first chunk's mean, so large common offsets do not
-    cancel catastrophically): ``S = Σ (x - c)(x - c)ᵀ`` by ``addmm_`` and
-    ``s = Σ (x - c)``, then ``M = S - s sᵀ / n``. Peak memory: one ``D × D`` float64
-    matrix plus one chunk (:class:`~lmsim.moments.Moments.update` also allocates the
-    chunk's own co-moment and merge temporaries).
+    cancel catastrophically): ``S = Σ (x - c)(x - c)ᵀ`` and ``s = Σ (x - c)``, then
+    ``M = S - s sᵀ / n``. On the CPU ``S`` is a Fortran-ordered array updated by BLAS
+    ``dsyrk`` in place (upper triangle only: half the flops of a matrix product); on
+    other devices by ``addmm_``. Only the upper triangle and diagonal of the result are
+    valid, all that :func:`correlation_distances` reads. Peak memory: one ``D × D``
+    float64 matrix plus one chunk (:meth:`~lmsim.moments.Moments.update` also allocates
+    the chunk's own co-moment and merge temporaries).
     """
+    from scipy.linalg.blas import dsyrk
+
+    on_cpu = device.type == "cpu"
     n, shift, total, S = 0, None, None, None
     for k, chunk in enumerate(chunks):
         x = _float64(chunk, device)
@@ -94,11 +100,19 @@ def _accumulate(chunks, device) -> _Stats:
         if shift is None:
             shift = x.mean(dim=0)
             total = torch.zeros_like(shift)
-            S = torch.zeros(x.shape[1], x.shape[1], dtype=torch.float64, device=device)
+            d = x.shape[1]
+            if on_cpu:
+                S = torch.from_numpy(np.zeros((d, d), dtype=np.float64, order="F"))
+            else:
+                S = torch.zeros(d, d, dtype=torch.float64, device=device)
         elif x.shape[1] != S.shape[0]:
             raise ValueError(f"chunk {k} has {x.shape[1]} neurons, earlier chunks {S.shape[0]}")
-        x -= shift
-        S.addmm_(x.T, x)
+        x = x - shift  # never in place: x may share memory with the caller's float64 array
+        if on_cpu:
+            # x.T of a C-contiguous chunk is Fortran-contiguous: no copy; S is updated in place.
+            dsyrk(1.0, x.numpy().T, beta=1.0, c=S.numpy(), trans=0, lower=0, overwrite_c=1)
+        else:
+            S.addmm_(x.T, x)
         total += x.sum(dim=0)
         n += int(x.shape[0])
     if S is None:
@@ -197,17 +211,19 @@ def correlation_distances(
     for start in range(0, n, row_block):
         stop = min(start + row_block, n)
         rows = index[start:stop]
+        # Only columns >= start (the upper triangle) are read: an in-place stream
+        # accumulation leaves the lower triangle unset.
         if contiguous:
             lo = int(index[0])
-            slab = comoment[int(rows[0]) : int(rows[-1]) + 1, lo : lo + n]
+            slab = comoment[int(rows[0]) : int(rows[-1]) + 1, lo + start : lo + n]
         else:
-            slab = comoment[rows][:, index]
-        corr = slab * inv[start:stop, None] * inv[None, :]
+            slab = comoment[rows][:, index[start:]]
+        corr = slab * inv[start:stop, None] * inv[None, start:]
         d = 1.0 - (corr.abs() if absolute else corr)
         d = d.clamp_(0.0, top).cpu().numpy()
         for i in range(start, stop):
             offset = i * n - i * (i + 1) // 2
-            dist[offset : offset + n - i - 1] = d[i - start, i + 1 :]
+            dist[offset : offset + n - i - 1] = d[i - start, i + 1 - start :]
     if constant == "merge" and const_np.sum() > 1:
         idx = np.flatnonzero(const_np)
         for a in idx[:-1]:

@@ -182,6 +182,14 @@ def test_validation_messages():
         cluster_neurons(X[:1], 0.5)
 
 
+def test_input_not_modified():
+    X = correlated_neurons(0, d=12)
+    before = X.copy()
+    cluster_neurons(X, 0.5, chunk_rows=50)
+    cluster_neurons(torch.from_numpy(X), 0.5)
+    np.testing.assert_array_equal(X, before)
+
+
 def test_large_offsets_do_not_cancel():
     X = correlated_neurons(2, d=30)
     ref, _ = correlation_distances(X)
