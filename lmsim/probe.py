@@ -415,15 +415,17 @@ def train_probe(
             raise ValueError(f"give both `X_{name}` and `y_{name}` or neither")
         if X is None:
             continue
+        if not isinstance(X, (np.ndarray, torch.Tensor)):
+            X = np.asarray(X, dtype=np.float32)
         y = np.asarray(y)
         if X.ndim != 2 or X.shape[0] != y.shape[0] or y.ndim != 1:
             raise ValueError(
                 f"`X_{name}` must be (n, n_neurons) and `y_{name}` (n,), got "
                 f"{tuple(X.shape)} and {y.shape}"
             )
-        if X.shape[1] != X_train.shape[1]:
+        if name != "train" and X.shape[1] != data["train"][0].shape[1]:
             raise ValueError(
-                f"`X_{name}` has {X.shape[1]} neurons but `X_train` has {X_train.shape[1]}"
+                f"`X_{name}` has {X.shape[1]} neurons but `X_train` has {data['train'][0].shape[1]}"
             )
         data[name] = (X, y)
     if data["train"][0].shape[0] == 0:
@@ -431,11 +433,17 @@ def train_probe(
     if classes is None:
         classes = np.unique(np.concatenate([y for _, y in data.values()]))
     classes = np.asarray(classes)
-    lookup = {v: i for i, v in enumerate(classes.tolist())}
+    if np.unique(classes).size != classes.size:
+        raise ValueError("`classes` has duplicate labels")
+    sorter = np.argsort(classes, kind="stable")
     for name, (_, y) in data.items():
-        unknown = set(np.unique(y).tolist()) - set(lookup)
-        if unknown:
-            raise ValueError(f"`y_{name}` has labels {sorted(unknown)[:5]} not in `classes`")
+        unknown = np.setdiff1d(np.unique(y), classes)
+        if unknown.size:
+            raise ValueError(f"`y_{name}` has labels {unknown[:5].tolist()} not in `classes`")
+
+    def class_index(y: np.ndarray) -> torch.Tensor:
+        pos = sorter[np.searchsorted(classes, y, sorter=sorter)]
+        return torch.as_tensor(pos, dtype=torch.long, device=dev)
 
     Xt = {name: _as_tensor(X, dev) for name, (X, _) in data.items()}
     mean = scale = None
@@ -457,10 +465,7 @@ def train_probe(
     )
 
     def run(labels: dict[str, np.ndarray]) -> ProbeResult:
-        yt = {
-            k: torch.as_tensor([lookup[v] for v in y.tolist()], device=dev)
-            for k, y in labels.items()
-        }
+        yt = {k: class_index(y) for k, y in labels.items()}
         W, b, losses = _fit(
             Xt["train"],
             yt["train"],

@@ -339,3 +339,14 @@ def test_word_activations_last_subword(tiny_bert, monkeypatch, tmp_path):
     X1, dims1 = word_activations({"bert": tiny_bert}, words, layers=[1], device="cpu")
     assert dims1 == {"bert/layer.1": 8}
     np.testing.assert_array_equal(X1, X[:, 8:16])
+
+
+def test_explicit_classes_order_and_unseen_class():
+    X, y = gaussian_task(2, k=3)
+    r = train_probe(X, y, classes=[2, 0, 1, 7], epochs=3, **CPU)
+    assert r.classes.tolist() == [2, 0, 1, 7] and r.weights.shape[0] == 4
+    default = train_probe(X, y, epochs=3, **CPU)
+    assert r.train_acc == pytest.approx(default.train_acc, abs=0.05)
+    assert np.isin(r.predict(X), [0, 1, 2]).mean() > 0.99  # the unseen class is never learnt
+    with pytest.raises(ValueError, match="not in `classes`"):
+        train_probe(X, y, classes=[0, 1], **CPU)
