@@ -342,11 +342,11 @@ def test_word_activations_last_subword(tiny_bert, monkeypatch, tmp_path):
 
 
 def test_explicit_classes_order_and_unseen_class():
-    X, y = gaussian_task(2, k=3)
-    r = train_probe(X, y, classes=[2, 0, 1, 7], epochs=3, **CPU)
+    X, y = gaussian_task(2, k=3, sep=8.0)
+    r = train_probe(X, y, classes=[2, 0, 1, 7], **CPU)
     assert r.classes.tolist() == [2, 0, 1, 7] and r.weights.shape[0] == 4
-    default = train_probe(X, y, epochs=3, **CPU)
-    assert r.train_acc == pytest.approx(default.train_acc, abs=0.05)
+    default = train_probe(X, y, **CPU)
+    assert default.train_acc > 0.98 and r.train_acc > 0.98
     assert np.isin(r.predict(X), [0, 1, 2]).mean() > 0.99  # the unseen class is never learnt
     with pytest.raises(ValueError, match="not in `classes`"):
         train_probe(X, y, classes=[0, 1], **CPU)
