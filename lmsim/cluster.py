@@ -129,6 +129,7 @@ def _stats(X_or_moments, blocks, chunk_rows: int, device) -> _Stats:
             [blocks] if isinstance(blocks, str) else (mom.names if blocks is None else list(blocks))
         )
         mom._check_names(names)
+        # The state is read in place: mom.comoment(names) would copy the D × D matrix.
         index = torch.cat(
             [torch.arange(mom._offsets[n].start, mom._offsets[n].stop) for n in names]
         ).to(mom.device)

@@ -130,6 +130,12 @@ def test_constant_neurons_singleton_and_merge():
     assert adjusted_rand_score(single[rest], merged[rest]) == 1.0
     # NeuroX (nan_to_num of corrcoef) gives the singleton treatment
     assert adjusted_rand_score(neurox_labels(X, 0.5), single) == 1.0
+    # moments merged over chunks detect the same constant neurons
+    mom = Moments({"a": 8, "b": 12})
+    for chunk in np.array_split(X, 6):
+        mom.update({"a": chunk[:, :8], "b": chunk[:, 8:]})
+    assert np.flatnonzero(correlation_distances(mom)[1]).tolist() == [3, 11, 15]
+    np.testing.assert_array_equal(cluster_neurons(mom, 0.5), single)
 
 
 def test_labels_canonical():
