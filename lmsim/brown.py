@@ -56,6 +56,7 @@ __all__ = [
     "BROWN_PACKAGE",
     "brown_tag_to_upos",
     "to_upos",
+    "upos_sentences",
     "read_brown",
     "brown_categories",
     "brown_package",
@@ -288,6 +289,19 @@ def to_upos(tags: Sequence[str], *, foreign: str = "x") -> list[str]:
                 break
             if nxt not in _BETWEEN:
                 break
+    return out
+
+
+def upos_sentences(
+    sentences: Iterable[Sequence[tuple[str, str]]], *, foreign: str = "x"
+) -> list[list[tuple[str, str]]]:
+    """``(word, brown_tag)`` sentences (:func:`read_brown`) → ``(word, upos)`` sentences."""
+    out = []
+    for sentence in sentences:
+        words = [w for w, _ in sentence]
+        out.append(
+            list(zip(words, to_upos([t for _, t in sentence], foreign=foreign), strict=True))
+        )
     return out
 
 

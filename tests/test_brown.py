@@ -104,6 +104,8 @@ def test_read_single_file(tmp_path):
         "PRON", "PART", "VERB", "PUNCT", "NUM", "CCONJ", "X", "X", "PUNCT",
     ]  # fmt: skip
     assert read_brown(path, max_sentences=1) == sentences[:1]
+    upos = brown.upos_sentences(sentences)
+    assert upos[1][0] == ("I'll", "PRON") and upos[0][1] == ("Fulton", "PROPN")
 
 
 def test_malformed_token_names_the_line(tmp_path):
