@@ -90,33 +90,48 @@ def _accumulate(chunks, device) -> _Stats:
     on_cpu = device.type == "cpu"
     n, shift, total, S = 0, None, None, None
     for k, chunk in enumerate(chunks):
-        x = _float64(chunk, device)
-        if x.ndim != 2:
-            raise ValueError(f"chunk {k} must have shape (rows, n_neurons), got {tuple(x.shape)}")
-        if x.shape[0] == 0:
-            continue
-        if not torch.isfinite(x).all():
-            raise ValueError(f"chunk {k} has non-finite activations (NaN or Inf)")
-        if shift is None:
-            shift = x.mean(dim=0)
-            total = torch.zeros_like(shift)
-            d = x.shape[1]
-            if on_cpu:
-                S = torch.from_numpy(np.zeros((d, d), dtype=np.float64, order="F"))
-            else:
-                S = torch.zeros(d, d, dtype=torch.float64, device=device)
-        elif x.shape[1] != S.shape[0]:
-            raise ValueError(f"chunk {k} has {x.shape[1]} neurons, earlier chunks {S.shape[0]}")
-        x = x - shift  # never in place: x may share memory with the caller's float64 array
         if on_cpu:
-            # x.T of a C-contiguous chunk is Fortran-contiguous: no copy; S is updated in place.
-            dsyrk(1.0, x.numpy().T, beta=1.0, c=S.numpy(), trans=0, lower=0, overwrite_c=1)
+            a = chunk.detach().cpu().numpy() if isinstance(chunk, torch.Tensor) else chunk
+            a = np.asarray(a)
         else:
+            a = _float64(chunk, device)
+        if a.ndim != 2:
+            raise ValueError(f"chunk {k} must have shape (rows, n_neurons), got {tuple(a.shape)}")
+        if a.shape[0] == 0:
+            continue
+        if shift is None:
+            d = a.shape[1]
+            if on_cpu:
+                shift = a.mean(axis=0, dtype=np.float64)
+                total = np.zeros(d)
+                S = np.zeros((d, d), dtype=np.float64, order="F")
+            else:
+                shift = a.mean(dim=0)
+                total = torch.zeros_like(shift)
+                S = torch.zeros(d, d, dtype=torch.float64, device=device)
+        elif a.shape[1] != S.shape[0]:
+            raise ValueError(f"chunk {k} has {a.shape[1]} neurons, earlier chunks {S.shape[0]}")
+        if on_cpu:
+            # One pass converts to float64 and centres into a new C-contiguous array (the
+            # caller's data is never modified); its transpose is Fortran-contiguous, so
+            # dsyrk reads it without a copy and updates S in place.
+            with np.errstate(invalid="ignore", over="ignore"):  # non-finite: raised below
+                x = np.subtract(a, shift, dtype=np.float64)
+                dsyrk(1.0, x.T, beta=1.0, c=S, trans=0, lower=0, overwrite_c=1)
+                total += x.sum(axis=0)
+        else:
+            x = a - shift
             S.addmm_(x.T, x)
-        total += x.sum(dim=0)
-        n += int(x.shape[0])
+            total += x.sum(dim=0)
+        n += int(a.shape[0])
     if S is None:
         raise ValueError("need at least 2 samples for correlations, got none")
+    if on_cpu:
+        S, shift, total = torch.from_numpy(S), torch.from_numpy(shift), torch.from_numpy(total)
+    # A NaN or Inf anywhere in a neuron's column reaches its diagonal entry: one check.
+    if not (torch.isfinite(S.diagonal()).all() and torch.isfinite(total).all()):
+        bad = torch.nonzero(~torch.isfinite(S.diagonal())).flatten()[:5].tolist()
+        raise ValueError(f"non-finite activations (NaN or Inf) in neurons {bad}")
     mean_c = total / n
     S.addr_(mean_c, mean_c, alpha=-float(n))
     return _Stats(n, shift + mean_c, S, torch.arange(S.shape[0], device=device))

@@ -203,3 +203,13 @@ def test_large_offsets_do_not_cancel():
         dist, is_constant = correlation_distances(shifted, chunk_rows=64)
         assert not is_constant.any()
         np.testing.assert_allclose(dist, ref, atol=1e-8)
+
+
+def test_non_finite_activations_raise():
+    X = correlated_neurons(0, d=6)
+    X[17, 4] = np.nan
+    with pytest.raises(ValueError, match=r"non-finite .* neurons \[4\]"):
+        cluster_neurons(X, 0.5)
+    X[17, 4] = np.inf
+    with pytest.raises(ValueError, match="non-finite"):
+        cluster_neurons(X, 0.5)
