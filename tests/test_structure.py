@@ -318,6 +318,7 @@ def test_readme_library_example_runs():
 # functions count too.
 LAYERS = [
     ["lmsim._cache", "lmsim._io", "lmsim._packages", "lmsim._runtime", "lmsim.blocks"],
+    ["lmsim.claims", "lmsim._threads"],
     ["lmsim.moments"],
     ["lmsim.data", "lmsim.training", "lmsim.metrics"],
     ["lmsim.zoo"],
