@@ -9,15 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from tokenizers import (
-    Tokenizer,
-    decoders,
-    models,
-    normalizers,
-    pre_tokenizers,
-    processors,
-    trainers,
-)
+from _helpers import tiny_tokenizer
 from torch import nn
 from transformers import (
     AutoModel,
@@ -28,7 +20,6 @@ from transformers import (
     GPT2LMHeadModel,
     LlamaConfig,
     LlamaModel,
-    PreTrainedTokenizerFast,
 )
 
 from lmsim import extract as ex
@@ -70,46 +61,6 @@ SENTENCES = [t.split() for t in TEXTS]
 
 
 # ---------------------------------------------------------------------- tiny models
-def _wordpiece_tokenizer():
-    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tok.decoder = decoders.WordPiece()
-    # A small vocabulary so that longer words split into several subwords.
-    trainer = trainers.WordPieceTrainer(
-        vocab_size=90, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    )
-    tok.train_from_iterator(CORPUS * 3, trainer)
-    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
-    tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
-    )
-    return PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        unk_token="[UNK]",
-        pad_token="[PAD]",
-        cls_token="[CLS]",
-        sep_token="[SEP]",
-        mask_token="[MASK]",
-    )
-
-
-def _bytelevel_tokenizer():
-    tok = Tokenizer(models.BPE())
-    # GPT-2's own setting: no prefix space, so pre-split words need handling.
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=330,
-        special_tokens=["<|endoftext|>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-    )
-    tok.train_from_iterator(CORPUS * 3, trainer)
-    return PreTrainedTokenizerFast(
-        tokenizer_object=tok, eos_token="<|endoftext|>", bos_token="<|endoftext|>"
-    )
-
-
 def _save_load(model, tokenizer, path):
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
@@ -120,7 +71,8 @@ def _save_load(model, tokenizer, path):
 def tiny(tmp_path_factory):
     """``{"bert": (model, tokenizer), "gpt2": ..., "llama": ...}``, reloaded from disk."""
     root = tmp_path_factory.mktemp("tiny")
-    wp, bl = _wordpiece_tokenizer(), _bytelevel_tokenizer()
+    # Longer words split into several subwords; the two vocabularies differ.
+    wp, bl = tiny_tokenizer("wordpiece", CORPUS), tiny_tokenizer("bytelevel", CORPUS)
     small = dict(num_hidden_layers=2, num_attention_heads=2, intermediate_size=32)
     torch.manual_seed(0)
     bert = BertModel(

@@ -7,6 +7,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from _helpers import SEEDS
 from sklearn.linear_model import Ridge
 
 from lmsim.lmd import (
@@ -25,17 +26,11 @@ from lmsim.lmd import (
 )
 from lmsim.moments import Moments
 
+# The matrices here are tiny: thread start-up would dominate, and on a busy shared
+# machine oversubscribed BLAS threads make each solve 100x slower.
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 WIDTHS = {"a": 3, "b": 5, "c": 4, "d": 2}
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    # The matrices here are tiny: thread start-up would dominate, and on a busy shared
-    # machine oversubscribed BLAS threads make each solve 100x slower.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def correlated_models(seed, n_train=400, n_test=150, widths=WIDTHS, noise=0.5, offset=0.0):
@@ -81,7 +76,7 @@ def naive_r2(train, test, target, basis, ridge=1e-6, regulariser="code"):
 
 # ---------------------------------------------------------------------- agreement with naive
 @pytest.mark.filterwarnings("ignore:model .* mean variance")
-@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("ridge", [1e-6, 0.3])
 def test_decompose_matches_naive_closed_form(seed, ridge):
     train, test = correlated_models(seed, offset=3.0)
@@ -118,7 +113,7 @@ def test_code_regulariser_is_sklearn_ridge_with_alpha_lambda_n_minus_1(seed):
     assert r2(train, test, "a", ["b", "c"], ridge=ridge) == pytest.approx(expected, abs=1e-8)
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("seed", SEEDS)
 def test_return_weights_match_naive(seed):
     train, test = correlated_models(seed)
     dec = decompose(train, test, ridge=1e-3, return_weights=True)
@@ -156,7 +151,7 @@ def ill_conditioned(seed, n=300, ridge=1e-2):
     return {k: x[:200] for k, x in acts.items()}, {k: x[200:] for k, x in acts.items()}
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("seed", SEEDS)
 def test_paper_regulariser_matches_its_naive_form_and_differs_from_code(seed):
     train, test = ill_conditioned(seed)
     ridge = 1e-2
@@ -180,7 +175,7 @@ def test_paper_regulariser_is_least_squares_when_well_conditioned(seed):
 
 
 # ---------------------------------------------------------------------- properties
-@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("regulariser", ["code", "paper"])
 def test_model_on_itself_has_r2_one(seed, regulariser):
     train, test = correlated_models(seed, offset=-5.0)
@@ -189,7 +184,7 @@ def test_model_on_itself_has_r2_one(seed, regulariser):
     np.testing.assert_allclose(np.diag(dec.train_pairwise_r2), 1.0, atol=1e-6)
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("seed", SEEDS)
 def test_train_r2_rises_with_basis_size(seed):
     widths = {f"m{i}": 2 + i % 3 for i in range(6)}
     train, test = correlated_models(seed, widths=widths, noise=1.5)
@@ -202,7 +197,7 @@ def test_train_r2_rises_with_basis_size(seed):
         )
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("seed", SEEDS)
 def test_group_rho_is_mean_and_pairwise_rho_is_symmetric_mean(seed):
     train, test = correlated_models(seed)
     dec = decompose(train, test)
@@ -217,7 +212,7 @@ def test_group_rho_is_mean_and_pairwise_rho_is_symmetric_mean(seed):
     assert table["group ρ"] == dec.group_rho and list(table.index[:-1]) == dec.models
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("seed", SEEDS)
 def test_r2_invariant_to_invertible_basis_transform_without_ridge(seed):
     train, test = correlated_models(seed)
     rng = np.random.default_rng(100 + seed)
@@ -233,7 +228,7 @@ def test_r2_invariant_to_invertible_basis_transform_without_ridge(seed):
     assert after == pytest.approx(before, abs=1e-9)
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("regulariser", ["code", "paper"])
 def test_r2_invariant_to_isotropic_scaling_and_shift_of_target(seed, regulariser):
     train, test = correlated_models(seed)

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import torch
+from _helpers import SEEDS, random_attention
 from scipy.spatial.distance import jensenshannon
 
 from lmsim.metrics import (
@@ -15,24 +16,10 @@ from lmsim.metrics import (
     svcca,
 )
 
-SEEDS = [0, 1, 2]
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 KINDS = ["frobenius", "pearson", "jensen_shannon"]
-
-
-def random_attention(seed, n_heads=4, lengths=(5, 3, 7, 2), causal=False, sharpness=2.0):
-    """Row-stochastic attention per sentence: softmax of random logits (causal: masked)."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for n_words in lengths:
-        logits = sharpness * rng.normal(size=(n_heads, n_words, n_words))
-        if causal:
-            logits = np.where(np.tril(np.ones((n_words, n_words))) > 0, logits, -np.inf)
-        weights = np.exp(logits - logits.max(axis=-1, keepdims=True))
-        out.append(weights / weights.sum(axis=-1, keepdims=True))
-    return out
 
 
 # ----------------------------------------------------------------------- naive versions

@@ -5,24 +5,12 @@ import warnings
 import numpy as np
 import pytest
 import torch
-from _helpers import random_orthogonal
+from _helpers import SEEDS, random_orthogonal, random_pair
 
 from lmsim.metrics import pwcca, svcca
 from lmsim.moments import Moments
 
-SEEDS = [0, 1, 2]
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
-
-def random_pair(seed, n=300, d_x=16, d_y=12, n_latent=5, noise=0.2):
-    """Two noisy views of shared latents (low effective rank, so truncation matters)."""
-    rng = np.random.default_rng(seed)
-    latent = rng.normal(size=(n, n_latent))
-    X = latent @ rng.normal(size=(n_latent, d_x)) + noise * rng.normal(size=(n, d_x))
-    Y = np.tanh(latent) @ rng.normal(size=(n_latent, d_y)) + noise * rng.normal(size=(n, d_y))
-    X = X * rng.uniform(0.3, 3.0, size=d_x) + rng.normal(size=d_x)
-    Y = Y * rng.uniform(0.3, 3.0, size=d_y) + rng.normal(size=d_y)
-    return X, Y
 
 
 # ----------------------------------------------------------------------- naive versions

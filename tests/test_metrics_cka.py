@@ -1,26 +1,21 @@
 """Linear, debiased and RBF CKA against naive numpy implementations and invariances."""
 
+from functools import partial
+
+import _helpers
 import numpy as np
 import pytest
 import torch
-from _helpers import random_orthogonal
+from _helpers import SEEDS, random_orthogonal
 
 from lmsim.metrics import debiased_cka, linear_cka, rbf_cka
 from lmsim.moments import Moments
 
-SEEDS = [0, 1, 2]
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-def random_pair(seed, n=200, d_x=12, d_y=9, n_latent=6):
-    """Two noisy linear views of shared latents, anisotropic scales and offsets."""
-    rng = np.random.default_rng(seed)
-    latent = rng.normal(size=(n, n_latent))
-    X = latent @ rng.normal(size=(n_latent, d_x)) + 0.5 * rng.normal(size=(n, d_x))
-    Y = np.tanh(latent) @ rng.normal(size=(n_latent, d_y)) + 0.5 * rng.normal(size=(n, d_y))
-    X = X * rng.uniform(0.3, 3.0, size=d_x) + rng.normal(size=d_x)
-    Y = Y * rng.uniform(0.3, 3.0, size=d_y) + rng.normal(size=d_y)
-    return X, Y
+# Two noisy linear views of shared latents, anisotropic scales and offsets.
+random_pair = partial(_helpers.random_pair, n=200, d_x=12, d_y=9, n_latent=6, noise=0.5)
 
 
 # ----------------------------------------------------------------------- naive versions

@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 import torch
+from _helpers import SEEDS
 
 from lmsim.moments import Moments
 
-SEEDS = [0, 1, 2]
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
