@@ -108,6 +108,40 @@ def test_pairwise_rectangular_and_directional():
     np.testing.assert_allclose(sym, sym.T, atol=1e-12)
 
 
+@pytest.mark.parametrize("paper_compat", [False, True])
+@pytest.mark.parametrize("seed", SEEDS)
+def test_pwcca_one_svd_per_unordered_pair_equals_per_ordered_pair(seed, paper_compat, monkeypatch):
+    # The all-pairs matrix reads both directions from one CCA per unordered pair; it must
+    # equal one pwcca_pair (one SVD) per ordered pair, and do half the SVDs.
+    from lmsim.metrics import cca, pairwise
+
+    acts = random_layers(seed, widths=(8, 10, 6, 9, 7))
+    mom = Moments.from_arrays(acts)
+    names = list(acts)
+    stats = {n: pairwise.BlockStats(n, mom.n, mom.mean(n), mom.comoment(n)) for n in names}
+    prep = {n: cca.prepare_pwcca(stats[n], paper_compat=paper_compat) for n in names}
+    expected = np.array(
+        [[cca.pwcca_pair(prep[a], prep[b], mom.comoment(a, b)) for b in names] for a in names]
+    )
+    n_svd = 0
+    svd = torch.linalg.svd
+
+    def counting_svd(*args, **kw):
+        nonlocal n_svd
+        n_svd += 1
+        return svd(*args, **kw)
+
+    monkeypatch.setattr(torch.linalg, "svd", counting_svd)
+    got = pairwise_matrix(mom, names, metric="pwcca", progress=False, paper_compat=paper_compat)
+    np.testing.assert_allclose(got, expected, atol=1e-10, rtol=0)
+    assert n_svd == len(names) * (len(names) + 1) // 2
+    rows, cols = names[:3], names[1:]
+    rect = pairwise_matrix(
+        mom, rows, cols, metric="pwcca", progress=False, paper_compat=paper_compat
+    )
+    np.testing.assert_allclose(rect, expected[:3, 1:], atol=1e-10, rtol=0)
+
+
 def test_pairwise_matrix_on_torch_moments_device():
     acts = {k: torch.from_numpy(v) for k, v in random_layers(2).items()}
     mom = Moments.from_arrays(acts, device="cpu")

@@ -20,7 +20,16 @@ from tqdm.auto import tqdm
 
 from lmsim.metrics._linalg import BlockStats
 from lmsim.metrics.attention import attention_head_similarity, distributed_attention_features
-from lmsim.metrics.cca import prepare_pwcca, prepare_svcca, pwcca, pwcca_pair, svcca, svcca_pair
+from lmsim.metrics.cca import (
+    prepare_pwcca,
+    prepare_svcca,
+    pwcca,
+    pwcca_both,
+    pwcca_pair,
+    pwcca_pair_both,
+    svcca,
+    svcca_pair,
+)
 from lmsim.metrics.cka import debiased_cka, linear_cka, linear_cka_pair, prepare_linear_cka, rbf_cka
 from lmsim.metrics.neuron import (
     mixedsim,
@@ -86,6 +95,11 @@ RAW_METRICS: dict[str, Callable] = {
 
 #: Metrics with ``m(X, Y) == m(Y, X)``: each unordered pair is computed once.
 SYMMETRIC = frozenset({"linear_cka", "svcca"})
+
+#: Directional metrics whose two directions share one decomposition: name → function
+#: ``(prepared a, prepared b, Xcᵀ Yc) -> (m(a, b), m(b, a))``. PWCCA needs one SVD per
+#: unordered pair (its CCA is symmetric; only the projection weights are one-sided).
+BOTH_DIRECTIONS: dict[str, Callable] = {"pwcca": pwcca_pair_both}
 
 _OPTIONS = {"svcca": {"threshold", "paper_compat"}, "pwcca": {"paper_compat"}}
 
@@ -165,14 +179,26 @@ def pairwise_matrix(
     out = np.empty((len(names_a), len(names_b)), dtype=np.float64)
     pairs = [(i, j) for i in range(len(names_a)) for j in range(len(names_b))]
     done: dict[tuple[str, str], float] = {}
+    wanted = {(names_a[i], names_b[j]) for i, j in pairs}
+    both = BOTH_DIRECTIONS.get(metric)
     with _one_cpu_thread(mom.device):
         for i, j in tqdm(pairs, desc=f"{metric} pairs", disable=not progress, leave=False):
             a, b = names_a[i], names_b[j]
+            if (a, b) in done:
+                out[i, j] = done[(a, b)]
+                continue
             if metric in SYMMETRIC and (b, a) in done:
                 out[i, j] = done[(b, a)]
                 continue
-            out[i, j] = pair(prepared(prep_src, a), prepared(prep_tgt, b), mom.comoment(a, b))
-            done[(a, b)] = out[i, j]
+            if both is not None and prep_src is prep_tgt and a != b and (b, a) in wanted:
+                done[(a, b)], done[(b, a)] = both(
+                    prepared(prep_src, a), prepared(prep_tgt, b), mom.comoment(a, b)
+                )
+            else:
+                done[(a, b)] = pair(
+                    prepared(prep_src, a), prepared(prep_tgt, b), mom.comoment(a, b)
+                )
+            out[i, j] = done[(a, b)]
     return out
 
 
@@ -293,6 +319,8 @@ def _pairwise_attention(attn, names, kind, causal, progress) -> np.ndarray:
     for i, j in bar:
         tril = causal.get(names[i], False) or causal.get(names[j], False)
         fa, fb = features(names[i], tril), features(names[j], tril)
-        out[i, j] = fn(fa, fb)
-        out[j, i] = fn(fb, fa) if kind == "pwcca" and i != j else out[i, j]
+        if kind == "pwcca" and i != j:
+            out[i, j], out[j, i] = pwcca_both(fa, fb)
+        else:
+            out[i, j] = out[j, i] = fn(fa, fb)
     return out
