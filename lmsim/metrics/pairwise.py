@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from lmsim._threads import threads
 from lmsim.metrics._linalg import BlockStats
 from lmsim.metrics.attention import attention_head_similarity, distributed_attention_features
 from lmsim.metrics.cca import (
@@ -52,7 +53,7 @@ __all__ = [
 
 @contextmanager
 def _one_cpu_thread(device) -> Iterator[None]:
-    """Run an all-pairs loop on one CPU thread (no-op on GPUs).
+    """Run an all-pairs loop on one CPU thread (no-op on GPUs): :func:`lmsim.threads` (1).
 
     Each pair is a few small LAPACK calls (an SVD of at most width × width); on a shared
     CPU, OpenMP threads spin-wait far longer than such calls take (an SVD of a 576 × 576
@@ -61,12 +62,8 @@ def _one_cpu_thread(device) -> Iterator[None]:
     if torch.device(device).type != "cpu":
         yield
         return
-    n_threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with threads(1):
         yield
-    finally:
-        torch.set_num_threads(n_threads)
 
 
 #: Metrics that are functions of the moments: name → (prepare source, prepare target, pair).
