@@ -166,13 +166,15 @@ class Moments:
         chunk = buf[:n_b]
         torch.cat(parts, dim=1, out=chunk)
         del parts
-        if not torch.isfinite(chunk).all():
+        mean_b = chunk.mean(dim=0)
+        # A NaN or Inf anywhere makes its column mean non-finite: one pass less than an
+        # element-wise check, which runs only to confirm (a finite column can overflow).
+        if not torch.isfinite(mean_b).all() and not torch.isfinite(chunk).all():
             bad = [n for n, sl in self._offsets.items() if not torch.isfinite(chunk[:, sl]).all()]
             raise ValueError(
                 f"non-finite activations (NaN or Inf) in blocks {bad}; with fp16 this is usually "
                 "overflow: extract in bfloat16 or float32 instead"
             )
-        mean_b = chunk.mean(dim=0)
         chunk.sub_(mean_b)
         n_a = self.n
         n = n_a + n_b
