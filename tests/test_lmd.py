@@ -583,3 +583,14 @@ def test_singular_joint_covariance_falls_back_to_per_target_fits(seed):
                 r2(dup, dup_test, target, basis, ridge=0.0), abs=1e-12
             )
     assert dec.group_r2["b"] == pytest.approx(1.0, abs=1e-10)
+
+
+@pytest.mark.parametrize("models", [["b", "c"], ["c", "a", "d"], ["a", "b", "c"]])
+def test_model_subsets_read_from_a_larger_joint_moments(models):
+    # Contiguous subsets are read as views of the joint co-moment, others gathered; both
+    # must equal moments of only those blocks.
+    train, test = correlated_models(3)
+    full = decompose(Moments.from_arrays(train), Moments.from_arrays(test), models=models)
+    alone = decompose({m: train[m] for m in models}, {m: test[m] for m in models})
+    np.testing.assert_allclose(full.pairwise_r2, alone.pairwise_r2, atol=1e-12)
+    np.testing.assert_allclose(full.group_r2, alone.group_r2[full.models], atol=1e-12)
