@@ -36,7 +36,7 @@ import os
 from pathlib import Path
 
 import numpy as np
-from _common import add_common_args, alternate, fraction, machine_limits, record
+from _common import add_common_args, alternate, fraction, machine_limits, record, remeasure
 from scipy.linalg import cho_factor, cho_solve
 from sklearn.linear_model import Ridge
 
@@ -187,6 +187,7 @@ def main(argv=None):
         )
     with lmsim.threads(threads):
         runs = alternate(contenders, args.repeats)
+    limits = remeasure(limits, threads)
 
     dec = runs["lmsim"]["result"]
     fl = flops_lmsim(k, d, args.n_train, args.n_test)

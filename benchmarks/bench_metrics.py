@@ -35,7 +35,7 @@ import os
 from pathlib import Path
 
 import numpy as np
-from _common import add_common_args, alternate, fraction, machine_limits, record
+from _common import add_common_args, alternate, fraction, machine_limits, record, remeasure
 
 import lmsim
 from lmsim.metrics import pairwise_matrix
@@ -139,7 +139,6 @@ def run(
     chunk: int,
     seed: int,
     repeats: int,
-    limits: dict,
 ):
     acts = synthetic_activations(n_tokens, n_layers, width, seed)
     names = list(acts)
@@ -153,7 +152,6 @@ def run(
 
     acc = alternate({"moments": accumulate}, repeats)["moments"]
     mom, accumulate_s = acc["result"], acc["best_s"]
-    accumulate_fraction = fraction(n_tokens * (len(names) * width) ** 2, accumulate_s, limits)
 
     acts64 = {name: x.astype(np.float64) for name, x in acts.items()}
     rng = np.random.default_rng(seed + 1)
@@ -190,9 +188,7 @@ def run(
                 "naive_extrapolated": len(timed_pairs) < n_pairs,
                 "speedup": naive_s / moments_s,
                 "max_abs_diff": float(max_diff),
-                "pairwise_limit": fraction(
-                    nominal_pair_flops(metric, len(names), width), pairwise_s, limits
-                ),
+                "pairwise_flops": nominal_pair_flops(metric, len(names), width),
             }
         )
         print(
@@ -203,7 +199,7 @@ def run(
         )
     return {
         "accumulate_s": accumulate_s,
-        "accumulate_limit": accumulate_fraction,
+        "accumulate_flops": n_tokens * (len(names) * width) ** 2,
         "n_pairs": n_pairs,
         "rows": rows,
     }
@@ -246,8 +242,13 @@ def main(argv=None):
             args.chunk,
             args.seed,
             args.repeats,
-            limits,
         )
+    limits = remeasure(limits, threads)
+    result["accumulate_limit"] = fraction(
+        result["accumulate_flops"], result["accumulate_s"], limits
+    )
+    for row in result["rows"]:
+        row["pairwise_limit"] = fraction(row["pairwise_flops"], row["pairwise_only_s"], limits)
     print(
         f"moment accumulation (all {2 * args.n_layers} layers, one pass): {result['accumulate_s']:.2f} s"
     )

@@ -28,7 +28,7 @@ import os
 from pathlib import Path
 
 import numpy as np
-from _common import add_common_args, alternate, fraction, machine_limits, record
+from _common import add_common_args, alternate, fraction, machine_limits, record, remeasure
 
 import lmsim
 from lmsim.moments import Moments
@@ -93,6 +93,7 @@ def main(argv=None):
             },
             args.repeats,
         )
+    limits = remeasure(limits, threads)
     (m1, c1), (m2, c2) = runs["lmsim"]["result"], runs["full_gemm"]["result"]
     rel = float(np.abs(c1 - c2).max() / np.abs(c2).max())
     useful = args.n_samples * dim**2
