@@ -32,12 +32,15 @@ from scipy.linalg.blas import dsyrk
 __all__ = ["Moments"]
 
 
-def _as_float64(x, device: torch.device) -> torch.Tensor:
+def _as_tensor(x) -> torch.Tensor:
+    """A tensor viewing ``x`` where possible (any dtype, device and strides)."""
+    if isinstance(x, torch.Tensor):
+        return x.detach()
     if isinstance(x, np.ndarray):
-        x = torch.from_numpy(np.ascontiguousarray(x))
-    elif not isinstance(x, torch.Tensor):
-        x = torch.as_tensor(x)
-    return x.detach().to(device=device, dtype=torch.float64)
+        if any(stride < 0 for stride in x.strides):
+            x = np.ascontiguousarray(x)
+        return torch.from_numpy(x)
+    return torch.as_tensor(x)
 
 
 class Moments:
@@ -150,21 +153,22 @@ class Moments:
         rows = {name: _rows(name, acts[name]) for name in self.dims}
         if len(set(rows.values())) != 1:
             raise ValueError(f"all blocks of a chunk must have the same n_samples, got {rows}")
-        parts = []
+        parts = {}
         for name, width in self.dims.items():
-            x = _as_float64(acts[name], self.device)
+            x = _as_tensor(acts[name])
             if x.ndim != 2 or x.shape[1] != width:
                 raise ValueError(
                     f"block {name!r} must have shape (n_samples, {width}), got {tuple(x.shape)}"
                 )
-            parts.append(x)
+            parts[name] = x
         n_b = next(iter(rows.values()))
         if n_b == 0:
             return self
         # Row n_b carries the Chan correction (Eq. M2), so one rank-(k+1) update does all.
         buf = torch.empty(n_b + 1, self.total_dim, dtype=torch.float64, device=self.device)
         chunk = buf[:n_b]
-        torch.cat(parts, dim=1, out=chunk)
+        for name, x in parts.items():  # one pass per block: cast, move and place at once
+            chunk[:, self._offsets[name]].copy_(x)
         del parts
         mean_b = chunk.mean(dim=0)
         # A NaN or Inf anywhere makes its column mean non-finite: one pass less than an
