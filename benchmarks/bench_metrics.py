@@ -12,24 +12,32 @@ and mixedsim we time
 
 The naive loop is far slower; ``--naive-pairs K`` times it on K random pairs per metric
 and extrapolates per-pair time × number of pairs (reported as such). Both sides run in
-the same process on the same data, and the script checks that they agree.
+the same process on the same data, alternate (best of ``--repeats``) inside
+``lmsim.threads(--threads)``, and the script checks that they agree. The JSON records
+threads, load average, the machine's float64 GEMM / Cholesky GFLOP/s measured in the same
+run, and nominal FLOP counts with the achieved fraction of the GEMM limit: ``n D²`` for
+the moments pass (``dsyrk``), and for the all-pairs step the dominant dense kernels
+(Golub & Van Loan counts: symmetric eigendecomposition with vectors ``9 d³``, thin SVD
+with both factors ``21 k³``, singular values only ``8 k³ / 3``, GEMM ``2 m k n``).
 
 Usage::
 
     python benchmarks/bench_metrics.py --n-tokens 100000 --naive-pairs 8
+    python benchmarks/bench_metrics.py --n-tokens 5000 --n-layers 3 --width 64 \\
+        --naive-pairs 4 --out /tmp/metrics_small.json    # seconds: checks that it works
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import platform
-import time
+import os
 from pathlib import Path
 
 import numpy as np
-import torch
+from _common import add_common_args, alternate, fraction, machine_limits, record, remeasure
 
+import lmsim
 from lmsim.metrics import pairwise_matrix
 from lmsim.moments import Moments
 
@@ -101,17 +109,49 @@ NAIVE = {
 }
 
 
+def nominal_pair_flops(metric: str, n_blocks: int, d: int) -> float:
+    """Dominant dense FLOPs of ``pairwise_matrix`` over all ``n_blocks²`` ordered pairs.
+
+    Upper bounds with every block at full rank ``k = d`` (SVCCA truncation keeps fewer).
+    """
+    ordered, unordered = n_blocks**2, n_blocks * (n_blocks + 1) // 2
+    eigh = 9 * d**3
+    cross = 2 * d**3 + 2 * d**3  # whitenᵀ @ C_xy @ whiten
+    if metric == "linear_cka":
+        return unordered * 2 * d**2 + n_blocks * 2 * d**2
+    if metric == "svcca":
+        return n_blocks * (eigh + 2 * d**3) + unordered * (cross + 8 * d**3 / 3)
+    if metric == "pwcca":  # one full SVD per unordered pair, weights for both directions
+        return n_blocks * (eigh + 2 * d**3) + unordered * (cross + 21 * d**3 + 2 * 2 * d**3)
+    if metric == "neuronsim":
+        return ordered * 3 * d**2
+    if metric == "mixedsim":
+        return n_blocks * eigh + ordered * (2 * d**3 + 2 * d**2)
+    raise ValueError(metric)
+
+
 # --------------------------------------------------------------------------- runs
-def run(n_tokens: int, n_layers: int, width: int, naive_pairs: int | None, chunk: int, seed: int):
+def run(
+    n_tokens: int,
+    n_layers: int,
+    width: int,
+    naive_pairs: int | None,
+    chunk: int,
+    seed: int,
+    repeats: int,
+):
     acts = synthetic_activations(n_tokens, n_layers, width, seed)
     names = list(acts)
     n_pairs = len(names) ** 2
 
-    start = time.perf_counter()
-    mom = Moments({name: width for name in names})
-    for lo in range(0, n_tokens, chunk):
-        mom.update({name: x[lo : lo + chunk] for name, x in acts.items()})
-    accumulate_s = time.perf_counter() - start
+    def accumulate():
+        mom = Moments({name: width for name in names})
+        for lo in range(0, n_tokens, chunk):
+            mom.update({name: x[lo : lo + chunk] for name, x in acts.items()})
+        return mom
+
+    acc = alternate({"moments": accumulate}, repeats)["moments"]
+    mom, accumulate_s = acc["result"], acc["best_s"]
 
     acts64 = {name: x.astype(np.float64) for name, x in acts.items()}
     rng = np.random.default_rng(seed + 1)
@@ -123,13 +163,17 @@ def run(n_tokens: int, n_layers: int, width: int, naive_pairs: int | None, chunk
 
     rows = []
     for metric in METRICS:
-        start = time.perf_counter()
-        matrix = pairwise_matrix(mom, names, metric=metric, progress=False)
-        pairwise_s = time.perf_counter() - start
-
-        start = time.perf_counter()
-        naive_values = [NAIVE[metric](acts64[names[i]], acts64[names[j]]) for i, j in timed_pairs]
-        naive_timed_s = time.perf_counter() - start
+        runs = alternate(
+            {
+                "moments": lambda m=metric: pairwise_matrix(mom, names, metric=m, progress=False),
+                "naive": lambda m=metric: [
+                    NAIVE[m](acts64[names[i]], acts64[names[j]]) for i, j in timed_pairs
+                ],
+            },
+            repeats,
+        )
+        matrix, pairwise_s = runs["moments"]["result"], runs["moments"]["best_s"]
+        naive_values, naive_timed_s = runs["naive"]["result"], runs["naive"]["best_s"]
         naive_s = naive_timed_s * n_pairs / len(timed_pairs)
         max_diff = max(abs(matrix[i, j] - v) for (i, j), v in zip(timed_pairs, naive_values))
 
@@ -144,6 +188,7 @@ def run(n_tokens: int, n_layers: int, width: int, naive_pairs: int | None, chunk
                 "naive_extrapolated": len(timed_pairs) < n_pairs,
                 "speedup": naive_s / moments_s,
                 "max_abs_diff": float(max_diff),
+                "pairwise_flops": nominal_pair_flops(metric, len(names), width),
             }
         )
         print(
@@ -152,7 +197,12 @@ def run(n_tokens: int, n_layers: int, width: int, naive_pairs: int | None, chunk
             f"×{naive_s / moments_s:7.1f}  max|diff| {max_diff:.1e}",
             flush=True,
         )
-    return {"accumulate_s": accumulate_s, "n_pairs": n_pairs, "rows": rows}
+    return {
+        "accumulate_s": accumulate_s,
+        "accumulate_flops": n_tokens * (len(names) * width) ** 2,
+        "n_pairs": n_pairs,
+        "rows": rows,
+    }
 
 
 def main(argv=None):
@@ -169,17 +219,36 @@ def main(argv=None):
     )
     parser.add_argument("--chunk", type=int, default=4096, help="tokens per moments update")
     parser.add_argument("--seed", type=int, default=0)
+    add_common_args(parser)
     parser.add_argument(
         "--out", type=Path, default=Path(__file__).parent / "results" / "metrics.json"
     )
     args = parser.parse_args(argv)
+    threads = lmsim.default_threads() if args.threads is None else args.threads
+    load_before = os.getloadavg()
+    limits = machine_limits(threads)
 
     print(
         f"2 models × {args.n_layers} layers × {args.width} dims × {args.n_tokens} tokens, "
-        f"torch threads {torch.get_num_threads()}",
+        f"{threads} thread(s); limits {limits}",
         flush=True,
     )
-    result = run(args.n_tokens, args.n_layers, args.width, args.naive_pairs, args.chunk, args.seed)
+    with lmsim.threads(threads):
+        result = run(
+            args.n_tokens,
+            args.n_layers,
+            args.width,
+            args.naive_pairs,
+            args.chunk,
+            args.seed,
+            args.repeats,
+        )
+    limits = remeasure(limits, threads)
+    result["accumulate_limit"] = fraction(
+        result["accumulate_flops"], result["accumulate_s"], limits
+    )
+    for row in result["rows"]:
+        row["pairwise_limit"] = fraction(row["pairwise_flops"], row["pairwise_only_s"], limits)
     print(
         f"moment accumulation (all {2 * args.n_layers} layers, one pass): {result['accumulate_s']:.2f} s"
     )
@@ -210,12 +279,10 @@ def main(argv=None):
             "naive_pairs": args.naive_pairs,
             "chunk": args.chunk,
             "seed": args.seed,
-            "torch_threads": torch.get_num_threads(),
-            "torch": torch.__version__,
-            "numpy": np.__version__,
-            "machine": platform.processor() or platform.machine(),
+            "repeats": args.repeats,
             "device": "cpu",
         },
+        **record(threads, limits, load_before),
         **result,
         "total_moments_s": total_moments,
         "total_naive_s": total_naive,

@@ -11,3 +11,12 @@ import warnings as _warnings
 # Without ipywidgets, tqdm.auto falls back to text bars in notebooks (what the static book
 # wants) but warns once per kernel; the warning would top every executed page.
 _warnings.filterwarnings("ignore", message="IProgress not found", module="tqdm")
+
+
+def __getattr__(name: str):
+    # `lmsim.threads(n)` without importing torch at `import lmsim`.
+    if name in ("threads", "default_threads", "thread_info"):
+        from lmsim import _threads
+
+        return getattr(_threads, name)
+    raise AttributeError(f"module 'lmsim' has no attribute {name!r}")

@@ -22,6 +22,34 @@ The test-set residual is expanded in test moments (population normalisation):
 
 with ``m`` and ``S`` the test mean and covariance.
 
+All leave-one-out fits from one factorisation
+---------------------------------------------
+Let ``A = Σ + s I`` be the regularised covariance of all ``k`` stacked models
+(``D × D``) and ``P = A⁻¹``. For target block ``T`` and basis ``O`` (every other
+block), the partitioned inverse gives ``P_TT = (A_TT - A_TO A_OO⁻¹ A_OT)⁻¹`` (the
+inverse Schur complement) and ``P_TO = -P_TT A_TO A_OO⁻¹``, hence, since ``s I`` touches
+only the diagonal blocks (``A_TO = Σ_TO``), exactly for any ``s``::
+
+    W_T = Σ_TO (Σ_OO + s I)⁻¹ = A_TO A_OO⁻¹ = -P_TT⁻¹ P_TO.                      (L1)
+
+One Cholesky factorisation and inverse of ``A`` (``D³`` flops) thus replace ``k``
+factorisations of ``(D - d)``-wide bases, and every target reads its rows of ``P`` in
+place (no gathered copy of ``Σ_OO``). The train residual follows from the normal
+equations ``W (Σ_OO + s I) = Σ_TO`` instead of a quadratic form: with co-moments
+``C = (N - ddof) Σ``::
+
+    N · SSR_train = tr(C_TT) - tr(W C_OT) - (N - ddof) s ‖W‖²_F.                  (L2)
+
+The test residual needs the test quadratic form ``tr(W S_OO Wᵀ)``, computed on views of
+the test co-moment (four strided GEMMs around the target's rows and columns). The
+route applies whenever all targets share one ridge ``s``: always for ``"code"``
+(``s = λ``); for ``"paper"`` when ``Σ - λ I`` is positive definite (then every basis
+covariance has ``e_min > λ`` by eigenvalue interlacing and ``s = 0``) or when
+``N - 1 < D - d_max`` (every basis covariance is singular and ``s = λ``). Otherwise —
+and when ``A`` is numerically singular (``ridge=0``) — each target is fitted on its
+own, as :func:`r2` does. On CPU the factorisation is LAPACK ``dpotrf``/``dpotri``
+through SciPy (float64); on a GPU, torch's Cholesky (float64).
+
 Regularisers
 ------------
 ``regulariser="code"`` (default) follows the authors' released code: λ is added to the
@@ -55,10 +83,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 import torch
+from scipy.linalg import cho_factor, cho_solve
+from scipy.linalg.lapack import dpotrf, dpotri
 from tqdm.auto import tqdm
 
 from lmsim.blocks import block_name, is_layer_block, layers_by_model, parse_block
-from lmsim.moments import Moments
+from lmsim.moments import Moments, _mirror_upper
 
 __all__ = [
     "Decomposition",
@@ -269,14 +299,10 @@ class _Problem:
             self.slices[label] = slice(start, start + train.dims[block])
             start += train.dims[block]
         self.train = _Stats(
-            train.n,
-            train.mean(blocks).to(self.device),
-            train.comoment(blocks).to(self.device),
+            train.n, train.mean(blocks).to(self.device), _joint(train, blocks).to(self.device)
         )
         self.test = _Stats(
-            test.n,
-            test.mean(blocks).to(self.device),
-            test.comoment(blocks).to(self.device),
+            test.n, test.mean(blocks).to(self.device), _joint(test, blocks).to(self.device)
         )
         self._check_variance()
 
@@ -316,6 +342,16 @@ class _Problem:
         ).to(self.device)
 
 
+def _joint(mom: Moments, blocks: list[str]) -> torch.Tensor:
+    """Co-moment of ``blocks``: a read-only view when they are contiguous in layout order."""
+    names = mom.names
+    first = names.index(blocks[0])
+    if names[first : first + len(blocks)] == blocks:
+        sl = slice(mom._offsets[blocks[0]].start, mom._offsets[blocks[-1]].stop)
+        return mom._comoment[sl, sl]
+    return mom.comoment(blocks)
+
+
 # ---------------------------------------------------------------------- the fit
 def _warn_underdetermined(n_train: int, d_basis: int, basis: Sequence[str], ridge: float) -> None:
     msg = (
@@ -339,17 +375,22 @@ def _min_norm_solve(gram: torch.Tensor, rhs: torch.Tensor) -> torch.Tensor:
 
 def _solve_weights(
     train: _Stats, zi: torch.Tensor, ui: torch.Tensor, ridge: float, regulariser: str
-) -> tuple[torch.Tensor, torch.Tensor]:
+) -> tuple[torch.Tensor, torch.Tensor, float | None, torch.Tensor]:
     """Fit ``u ≈ W z + b`` on train statistics (Eq. 6-8).
 
-    Returns ``W`` of shape ``(len(ui), len(zi))`` and ``b`` of shape ``(len(ui),)``.
+    Returns ``W`` of shape ``(len(ui), len(zi))``, ``b`` of shape ``(len(ui),)``, the ridge
+    ``s`` actually added to the covariance (``None`` for the minimum-norm fallback, which
+    satisfies no ridge normal equations) and the train cross co-moment ``C_zu`` of shape
+    ``(len(zi), len(ui))``, gathered once and reused by Eq. L2.
     """
     ddof = 1 if regulariser == "code" else 0
-    rows = train.comoment.index_select(0, zi)
-    cov_zz = rows.index_select(1, zi) / (train.n - ddof)
-    cov_zu = rows.index_select(1, ui) / (train.n - ddof)
-    del rows
+    comoment_zu = train.comoment.index_select(0, zi)
+    cov_zz = comoment_zu.index_select(1, zi) / (train.n - ddof)
+    comoment_zu = comoment_zu.index_select(1, ui)
+    cov_zu = comoment_zu / (train.n - ddof)
+    shift: float | None
     if regulariser == "code":
+        shift = ridge
         cov_zz.diagonal().add_(ridge)
         try:
             w_t = torch.cholesky_solve(cov_zu, torch.linalg.cholesky(cov_zz))
@@ -361,13 +402,38 @@ def _solve_weights(
                 stacklevel=4,
             )
             w_t = _min_norm_solve(cov_zz, cov_zu)
+            shift = None
     else:
         evals, evecs = torch.linalg.eigh(cov_zz)
         shift = max(ridge - float(evals[0]), 0.0)
         w_t = evecs @ ((evecs.T @ cov_zu) / (evals + shift)[:, None])
     weights = w_t.T
     bias = train.mean[ui] - weights @ train.mean[zi]
-    return weights, bias
+    return weights, bias, shift, comoment_zu
+
+
+def _train_row_ssr(
+    train: _Stats,
+    weights: torch.Tensor,
+    bias: torch.Tensor,
+    ui: torch.Tensor,
+    zi: torch.Tensor,
+    shift: float,
+    ddof: int,
+    comoment_zu: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-dimension train SSR / n and SST / n from the normal equations (Eq. L2).
+
+    ``W (Σ_zz + s I) = Σ_uz`` turns the quadratic form into
+    ``W C_zz Wᵀ = W C_zu - (n - ddof) s W Wᵀ``, so
+    ``n · SSR_r = C_rr - (W C_zu)_rr - (n - ddof) s ‖W_r‖²`` (+ the bias offset, zero up
+    to rounding on the train set). Two tensors of shape ``(len(ui),)``.
+    """
+    var_u = train.comoment.diagonal()[ui] / train.n
+    cross = (weights * comoment_zu.T).sum(dim=1)
+    penalty = (train.n - ddof) * shift * (weights * weights).sum(dim=1)
+    offset = train.mean[ui] - weights @ train.mean[zi] - bias
+    return var_u - (cross + penalty) / train.n + offset**2, var_u
 
 
 def _row_ssr(
@@ -413,19 +479,134 @@ def _fit_and_score(
     statistics do not change between calls.
     """
     ui, zi = prob.index(targets), prob.index(basis)
+    widths = [prob.slices[t].stop - prob.slices[t].start for t in targets]
     key = (tuple(targets), tuple(basis))
     if fit_cache is not None and key in fit_cache:
-        weights, bias = fit_cache[key]
+        weights, bias, train_r2 = fit_cache[key]
     else:
         if prob.train.n <= len(zi):
             _warn_underdetermined(prob.train.n, len(zi), basis, ridge)
-        weights, bias = _solve_weights(prob.train, zi, ui, ridge, regulariser)
+        weights, bias, shift, comoment_zu = _solve_weights(prob.train, zi, ui, ridge, regulariser)
+        if shift is None:  # minimum-norm fit: no normal equations with a ridge to use
+            train_ssr = _row_ssr(prob.train, weights, bias, ui, zi)
+        else:
+            ddof = 1 if regulariser == "code" else 0
+            train_ssr = _train_row_ssr(prob.train, weights, bias, ui, zi, shift, ddof, comoment_zu)
+        del comoment_zu
+        train_r2 = _r2_by_block(*train_ssr, widths)
         if fit_cache is not None:
-            fit_cache[key] = (weights, bias)
-    widths = [prob.slices[t].stop - prob.slices[t].start for t in targets]
-    train_r2 = _r2_by_block(*_row_ssr(prob.train, weights, bias, ui, zi), widths)
+            fit_cache[key] = (weights, bias, train_r2)
     test_r2 = _r2_by_block(*_row_ssr(prob.test, weights, bias, ui, zi), widths)
     return train_r2, test_r2, weights, bias, widths
+
+
+def _spd_inverse(mat: torch.Tensor) -> torch.Tensor | None:
+    """Inverse of a symmetric positive definite ``mat`` (D, D) by Cholesky; ``None`` if not PD.
+
+    ``mat`` is overwritten. On CPU: LAPACK ``dpotrf`` + ``dpotri`` (``D³`` flops in all,
+    one triangle, no extra full-size buffer); elsewhere torch's Cholesky.
+    """
+    if mat.device.type != "cpu":
+        factor, info = torch.linalg.cholesky_ex(mat)
+        return None if int(info) else torch.cholesky_inverse(factor)
+    # The C-ordered symmetric buffer read in Fortran order is the same matrix.
+    factor, info = dpotrf(mat.numpy().T, lower=0, clean=0, overwrite_a=1)
+    if info != 0:
+        return None
+    inverse, info = dpotri(factor, lower=0, overwrite_c=1)
+    if info != 0:
+        return None
+    out = torch.from_numpy(inverse)  # Fortran-ordered; its upper triangle holds P
+    _mirror_upper(out)
+    return out.T  # C-contiguous, equal to `out` (symmetric)
+
+
+def _is_pd(mat: torch.Tensor) -> bool:
+    if mat.device.type != "cpu":
+        return not int(torch.linalg.cholesky_ex(mat)[1])
+    return dpotrf(mat.numpy().T, lower=0, clean=0, overwrite_a=1)[1] == 0
+
+
+def _common_shift(prob: _Problem, ridge: float, regulariser: str) -> float | None:
+    """The ridge ``s`` shared by every leave-one-out fit, or ``None`` if the targets differ.
+
+    ``"code"``: ``λ``. ``"paper"``: ``s_T = max(λ - e_min(Σ_OO), 0)`` per target; by
+    interlacing ``e_min(Σ_OO) ≥ e_min(Σ)``, so ``Σ - λ I`` positive definite gives ``s = 0``
+    for all; ``N - 1 < D - d_max`` makes every ``Σ_OO`` singular and ``s = λ`` for all.
+    """
+    if regulariser == "code":
+        return ridge
+    if ridge == 0:
+        return 0.0
+    train = prob.train
+    dim = train.comoment.shape[0]
+    shifted = train.comoment / train.n
+    shifted.diagonal().sub_(ridge)
+    if _is_pd(shifted):
+        return 0.0
+    widths = [sl.stop - sl.start for sl in prob.slices.values()]
+    if train.n - 1 < dim - max(widths):
+        return ridge
+    return None
+
+
+def _loo_fits(prob: _Problem, ridge: float, regulariser: str) -> dict | None:
+    """Every leave-one-out fit from one inverse of the regularised joint covariance (Eq. L1).
+
+    Returns ``{label: (W, b, shift)}`` with ``W`` of shape ``(d_T, D)`` (zero on the
+    target's own columns, so that ``W @ x`` works on the joint vector) and ``b`` of shape
+    ``(d_T,)``; ``None`` when the fits do not share one ridge or the regularised
+    covariance is not numerically positive definite (then fit target by target).
+    """
+    shift = _common_shift(prob, ridge, regulariser)
+    if shift is None:
+        return None
+    train = prob.train
+    ddof = 1 if regulariser == "code" else 0
+    joint = train.comoment / (train.n - ddof)
+    joint.diagonal().add_(shift)
+    prec = _spd_inverse(joint)
+    del joint
+    if prec is None:
+        return None
+    fits = {}
+    on_cpu = prec.device.type == "cpu"
+    for label, sl in prob.slices.items():
+        rows = prec[sl]  # (d_T, D), contiguous: P_T· in place
+        if on_cpu:
+            factor = cho_factor(rows[:, sl].numpy(), lower=False, check_finite=False)
+            sol = cho_solve(factor, rows.numpy(), check_finite=False)
+            weights = torch.from_numpy(sol).neg_()
+        else:
+            weights = -torch.cholesky_solve(rows, torch.linalg.cholesky(rows[:, sl]))
+        weights[:, sl] = 0.0
+        bias = train.mean[sl] - weights @ train.mean
+        fits[label] = (weights, bias, shift)
+    return fits
+
+
+def _loo_scores(prob: _Problem, label: str, weights, bias, shift: float, ddof: int):
+    """Train (Eq. L2) and test R² of one leave-one-out fit with ``W`` as from :func:`_loo_fits`."""
+    sl = prob.slices[label]
+    start, stop = sl.start, sl.stop
+    out = []
+    for split, stats in (("train", prob.train), ("test", prob.test)):
+        c = stats.comoment
+        var_u = c.diagonal()[sl]
+        cross = (weights * c[sl]).sum(dim=1)  # diag(W C_OT): W is zero on the T columns
+        offset = stats.mean[sl] - weights @ stats.mean - bias
+        if split == "train":
+            penalty = (prob.train.n - ddof) * shift * (weights * weights).sum(dim=1)
+            ssr = (var_u - cross - penalty) / stats.n + offset**2
+        else:
+            # diag(W C_OO Wᵀ) on views of C around the target's rows and columns.
+            w_lo, w_hi = weights[:, :start], weights[:, stop:]
+            y_lo = w_lo @ c[:start, :start] + w_hi @ c[stop:, :start]
+            y_hi = w_lo @ c[:start, stop:] + w_hi @ c[stop:, stop:]
+            quad = (y_lo * w_lo).sum(dim=1) + (y_hi * w_hi).sum(dim=1)
+            ssr = (var_u - 2 * cross + quad) / stats.n + offset**2
+        out.append(1.0 - float(ssr.sum() / (var_u.sum() / stats.n)))
+    return out
 
 
 # ---------------------------------------------------------------------- public API
@@ -457,11 +638,38 @@ def _decompose_problem(
             start = stop
 
     group_train, group_test = {}, {}
+    total = prob.train.comoment.shape[0]
+    for target in labels:
+        width = prob.slices[target].stop - prob.slices[target].start
+        if prob.train.n <= total - width:
+            _warn_underdetermined(
+                prob.train.n, total - width, [m for m in labels if m != target], ridge
+            )
+    key = ("leave-one-out", tuple(labels))
+    if fit_cache is not None and key in fit_cache:
+        loo = fit_cache[key]
+    else:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # warned above, once per target
+            loo = _loo_fits(prob, ridge, regulariser)
+        if fit_cache is not None:
+            fit_cache[key] = loo
+    ddof = 1 if regulariser == "code" else 0
     for target in tqdm(labels, desc="LMD leave-one-out fits", disable=not progress):
         basis = [m for m in labels if m != target]
-        tr, te, w_t, b_t, widths = _fit_and_score(
-            prob, [target], basis, ridge, regulariser, fit_cache
-        )
+        if loo is not None:
+            w_full, b_t, shift = loo[target]
+            tr, te = _loo_scores(prob, target, w_full, b_t, shift, ddof)
+            group_train[target], group_test[target] = tr, te
+            if weights is not None:
+                keep([target], basis, w_full[:, prob.index(basis)], b_t, [len(b_t)])
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            warnings.filterwarnings("always", message=".*minimum-norm", category=UserWarning)
+            tr, te, w_t, b_t, widths = _fit_and_score(
+                prob, [target], basis, ridge, regulariser, fit_cache
+            )
         group_train[target], group_test[target] = tr[0], te[0]
         keep([target], basis, w_t, b_t, widths)
 

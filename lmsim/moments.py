@@ -10,6 +10,14 @@ Numerical stability: each chunk is centred on its own mean and merged with the r
 state by the pairwise update of Chan, Golub & LeVeque (1979), so large common offsets
 (e.g. a bias of 1e6 on every neuron) do not cancel catastrophically as they would with
 raw sums of squares.
+
+Cost: a chunk of ``k`` samples is one symmetric rank-``(k + 1)`` update of the co-moment
+in place (Eq. M2 below): ``k`` centred rows plus one row carrying the Chan correction. On
+CPU it is BLAS ``dsyrk`` on one triangle (``k D²`` flops, half a GEMM; the other triangle
+is mirrored lazily, once, when a statistic is read); on a GPU it is ``addmm_`` into the
+existing buffer (cuBLAS exposes no in-place ``syrk`` to torch). Both are float64: the
+state is a sum over up to ~10⁹ tokens and float32 would lose the small co-moments of
+nearly collinear neurons. No full-size temporary is allocated per chunk or per merge.
 """
 
 from __future__ import annotations
@@ -19,16 +27,20 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from scipy.linalg.blas import dsyrk
 
 __all__ = ["Moments"]
 
 
-def _as_float64(x, device: torch.device) -> torch.Tensor:
+def _as_tensor(x) -> torch.Tensor:
+    """A tensor viewing ``x`` where possible (any dtype, device and strides)."""
+    if isinstance(x, torch.Tensor):
+        return x.detach()
     if isinstance(x, np.ndarray):
-        x = torch.from_numpy(np.ascontiguousarray(x))
-    elif not isinstance(x, torch.Tensor):
-        x = torch.as_tensor(x)
-    return x.to(device=device, dtype=torch.float64)
+        if any(stride < 0 for stride in x.strides):
+            x = np.ascontiguousarray(x)
+        return torch.from_numpy(x)
+    return torch.as_tensor(x)
 
 
 class Moments:
@@ -38,6 +50,14 @@ class Moments:
     co-moment ``M = sum_i (x_i - mean)(x_i - mean)^T`` of shape ``(D, D)``, where
     ``D = sum(dims.values())`` and ``x_i`` is the concatenation of one sample's blocks
     in the order of ``dims``. Covariances between any two blocks are slices of ``M``.
+
+    A chunk ``X`` of ``k`` rows with mean ``m_b`` and centred rows ``X_c`` merges into a
+    state ``(n_a, m_a, M_a)`` as (Chan, Golub & LeVeque 1979)::
+
+        n = n_a + k,   δ = m_b - m_a,   m = m_a + δ k / n                      (M1)
+        M = M_a + [X_c; c δᵀ]ᵀ [X_c; c δᵀ],   c = sqrt(n_a k / n)              (M2)
+
+    i.e. one symmetric rank-``(k + 1)`` update of ``M`` in place.
 
     Parameters
     ----------
@@ -77,6 +97,20 @@ class Moments:
         self.n = 0
         self._mean = torch.zeros(start, dtype=torch.float64, device=self.device)
         self._comoment = torch.zeros(start, start, dtype=torch.float64, device=self.device)
+
+    # The co-moment buffer. On CPU, updates write its upper triangle only (dsyrk); the
+    # lower one is mirrored on the first read after an update (`_lower_stale`).
+    @property
+    def _comoment(self) -> torch.Tensor:
+        if self._lower_stale:
+            _mirror_upper(self._cm)
+            self._lower_stale = False
+        return self._cm
+
+    @_comoment.setter
+    def _comoment(self, value: torch.Tensor) -> None:
+        self._cm = value
+        self._lower_stale = False
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -119,40 +153,63 @@ class Moments:
         rows = {name: _rows(name, acts[name]) for name in self.dims}
         if len(set(rows.values())) != 1:
             raise ValueError(f"all blocks of a chunk must have the same n_samples, got {rows}")
-        parts = []
+        parts = {}
         for name, width in self.dims.items():
-            x = _as_float64(acts[name], self.device)
+            x = _as_tensor(acts[name])
             if x.ndim != 2 or x.shape[1] != width:
                 raise ValueError(
                     f"block {name!r} must have shape (n_samples, {width}), got {tuple(x.shape)}"
                 )
-            parts.append(x)
-        chunk = torch.cat(parts, dim=1)
-        if chunk.shape[0] == 0:
+            parts[name] = x
+        n_b = next(iter(rows.values()))
+        if n_b == 0:
             return self
-        if not torch.isfinite(chunk).all():
-            bad = [n for n, p in zip(self.dims, parts, strict=True) if not torch.isfinite(p).all()]
+        # Row n_b carries the Chan correction (Eq. M2), so one rank-(k+1) update does all.
+        buf = torch.empty(n_b + 1, self.total_dim, dtype=torch.float64, device=self.device)
+        chunk = buf[:n_b]
+        for name, x in parts.items():  # one pass per block: cast, move and place at once
+            chunk[:, self._offsets[name]].copy_(x)
+        del parts
+        mean_b = chunk.mean(dim=0)
+        # A NaN or Inf anywhere makes its column mean non-finite: one pass less than an
+        # element-wise check, which runs only to confirm (a finite column can overflow).
+        if not torch.isfinite(mean_b).all() and not torch.isfinite(chunk).all():
+            bad = [n for n, sl in self._offsets.items() if not torch.isfinite(chunk[:, sl]).all()]
             raise ValueError(
                 f"non-finite activations (NaN or Inf) in blocks {bad}; with fp16 this is usually "
                 "overflow: extract in bfloat16 or float32 instead"
             )
-        n_b = chunk.shape[0]
-        mean_b = chunk.mean(dim=0)
-        centred = chunk - mean_b
-        self._merge_state(n_b, mean_b, centred.T @ centred)
+        chunk.sub_(mean_b)
+        n_a = self.n
+        n = n_a + n_b
+        torch.sub(mean_b, self._mean, out=buf[n_b]).mul_((n_a * n_b / n) ** 0.5)
+        self._mean.add_(mean_b - self._mean, alpha=n_b / n)
+        self._syrk_(buf)
+        self.n = n
         return self
 
+    def _syrk_(self, rows: torch.Tensor) -> None:
+        """``M += rowsᵀ rows`` in place, ``rows`` of shape ``(k, D)`` (Eq. M2)."""
+        if self.device.type == "cpu":
+            # The C-ordered buffer read in Fortran order is Mᵀ: its "lower" triangle is our upper.
+            c = self._cm.numpy()
+            out = dsyrk(1.0, rows.numpy().T, beta=1.0, c=c.T, trans=0, lower=1, overwrite_c=1)
+            if not np.shares_memory(out, c):  # never expected: BLAS copied the buffer
+                c[...] = out.T
+            self._lower_stale = True
+        else:
+            self._cm.addmm_(rows.T, rows)
+
     def _merge_state(self, n_b: int, mean_b: torch.Tensor, comoment_b: torch.Tensor) -> None:
+        """Merge another state in place (Eq. M1-M2 with ``X_cᵀ X_c`` given as ``comoment_b``)."""
         n_a = self.n
-        if n_a == 0:
-            self._mean = mean_b.clone()
-            self._comoment = comoment_b.clone()
-            self.n = n_b
-            return
         n = n_a + n_b
         delta = mean_b - self._mean
-        self._mean = self._mean + delta * (n_b / n)
-        self._comoment = self._comoment + comoment_b + torch.outer(delta, delta) * (n_a * n_b / n)
+        comoment = self._comoment
+        comoment.add_(comoment_b)
+        if n_a:
+            comoment.addr_(delta, delta, alpha=n_a * n_b / n)
+        self._mean.add_(delta, alpha=n_b / n)
         self.n = n
 
     def merge(self, other: Moments) -> Moments:
@@ -308,6 +365,19 @@ class Moments:
         out._mean = mean.to(out.device, torch.float64)
         out._comoment = comoment.to(out.device, torch.float64)
         return out
+
+
+def _mirror_upper(mat: torch.Tensor, block: int = 512) -> None:
+    """Copy the upper triangle of a square matrix onto its lower one, in place.
+
+    Goes through row panels so that every temporary is at most ``block × D``.
+    """
+    size = mat.shape[0]
+    for start in range(0, size, block):
+        stop = min(start + block, size)
+        tile = mat[start:stop, start:stop]
+        tile.copy_(tile.triu() + tile.triu(1).T)
+        mat[stop:, start:stop].copy_(mat[start:stop, stop:].T)
 
 
 def _rows(name: str, x) -> int:

@@ -135,6 +135,79 @@ def test_moments_input_equals_array_input(seed):
     assert from_moments.group_rho == pytest.approx(from_arrays.group_rho, abs=1e-12)
 
 
+def per_target_fit(train, test, target, basis, ridge, regulariser):
+    """The pre-block-inverse route written from Eq. 6-9: one solve per target on gathered
+    moments, train and test residuals as explicit quadratic forms. Returns (W, R² train, R² test)."""
+    Z, U = np.hstack([train[m] for m in basis]), train[target]
+    n, ddof = len(Z), (1 if regulariser == "code" else 0)
+    Zc, Uc = Z - Z.mean(0), U - U.mean(0)
+    cov_zz, cov_zu = Zc.T @ Zc / (n - ddof), Zc.T @ Uc / (n - ddof)
+    if regulariser == "code":
+        shift = ridge
+    else:
+        shift = max(ridge - np.linalg.eigvalsh(cov_zz).min(), 0.0)
+    W = np.linalg.solve(cov_zz + shift * np.eye(len(cov_zz)), cov_zu).T
+    b = U.mean(0) - W @ Z.mean(0)
+    r2s = []
+    for acts in (train, test):
+        Zs, Us = np.hstack([acts[m] for m in basis]), acts[target]
+        m_z, m_u = Zs.mean(0), Us.mean(0)
+        S_zz = (Zs - m_z).T @ (Zs - m_z) / len(Zs)
+        S_zu = (Zs - m_z).T @ (Us - m_u) / len(Zs)
+        sst = ((Us - m_u) ** 2).sum() / len(Zs)
+        ssr = sst - 2 * np.trace(W @ S_zu) + np.trace(W @ S_zz @ W.T)
+        ssr += ((m_u - W @ m_z - b) ** 2).sum()
+        r2s.append(1 - ssr / sst)
+    return W, *r2s
+
+
+@pytest.mark.filterwarnings("ignore:model .* mean variance")
+@pytest.mark.filterwarnings("ignore:n_train=")
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("ridge", [0.0, 1e-6, 1e-2, 0.3])
+@pytest.mark.parametrize("regulariser", ["code", "paper"])
+@pytest.mark.parametrize("case", ["n >> d", "n < basis width", "paper shifts differ"])
+def test_leave_one_out_from_one_factorisation_equals_per_target_fits(
+    seed, ridge, regulariser, case, monkeypatch
+):
+    # Eq. L1-L2: every leave-one-out W from one inverse of the regularised joint covariance
+    # and train R² from the normal equations equal a per-target solve with explicit
+    # quadratic forms, for any ridge and both regularisers.
+    import lmsim.lmd as lmd_module
+
+    if case == "n >> d":
+        train, test = correlated_models(seed, widths={**WIDTHS, "e": 6}, offset=3.0)
+    elif case == "n < basis width":  # every basis covariance is singular: paper's s is λ
+        if ridge < 1e-2:
+            pytest.skip("λ << ‖Σ‖ with n < d is ill-posed: any two solvers differ by ~eps/λ")
+        train, test = correlated_models(seed, n_train=9, n_test=30)
+    else:  # a direction of variance λ/2 = 5e-3: with λ above it each paper fit has its own s
+        train, test = ill_conditioned(seed)
+        extra = np.random.default_rng(seed + 100).normal(size=(300, 3))
+        train, test = {**train, "w": extra[:200]}, {**test, "w": extra[200:]}
+    # One factorisation unless the paper's per-target shifts may differ: Σ - λI not positive
+    # definite while some basis covariance is non-singular (then target by target).
+    joint = np.hstack(list(train.values()))
+    n, dim = joint.shape
+    e_min = np.linalg.eigvalsh(np.cov(joint.T, ddof=0)).min()
+    shared = e_min > ridge or n - 1 < dim - max(x.shape[1] for x in train.values())
+    n_inverses = 1 if regulariser == "code" or ridge == 0 or shared else 0
+    if case == "paper shifts differ":
+        assert n_inverses == (0 if regulariser == "paper" and ridge >= 1e-2 else 1)
+    spd_inverse, calls = lmd_module._spd_inverse, []
+    monkeypatch.setattr(lmd_module, "_spd_inverse", lambda mat: calls.append(1) or spd_inverse(mat))
+    dec = decompose(train, test, ridge=ridge, regulariser=regulariser, return_weights=True)
+    assert len(calls) == n_inverses
+    names = list(train)
+    for target in names:
+        basis = [m for m in names if m != target]
+        W, r2_train, r2_test = per_target_fit(train, test, target, basis, ridge, regulariser)
+        assert dec.group_r2[target] == pytest.approx(r2_test, abs=1e-10)
+        assert dec.train_group_r2[target] == pytest.approx(r2_train, abs=1e-10)
+        got = dec.weights[(target, tuple(basis))][0]
+        np.testing.assert_allclose(got, W, rtol=0, atol=1e-9 * max(1.0, np.abs(W).max()))
+
+
 # ---------------------------------------------------------------------- the paper's regulariser
 def ill_conditioned(seed, n=300, ridge=1e-2):
     """A basis whose covariance has its smallest eigenvalue below the ridge, at ridge / 2.
@@ -487,3 +560,32 @@ def test_typed_paper_numbers_are_consistent():
     group = PAPER_GROUP_RHO["Table 2 (Wikipedia + BooksCorpus)"]
     np.testing.assert_allclose(table.mean(0), [group[t] for t in PAPER_SEQ_LENS], atol=6e-4)
     assert set(PAPER_TABLE2) == set(PAPER_CHECKPOINTS.values())
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_singular_joint_covariance_falls_back_to_per_target_fits(seed):
+    # A duplicated model makes Σ + 0·I singular: one factorisation cannot serve every
+    # target, and each leave-one-out fit is solved on its own (minimum norm where needed).
+    train, test = correlated_models(seed)
+    dup, dup_test = {**train, "b2": train["b"].copy()}, {**test, "b2": test["b"].copy()}
+    with pytest.warns(UserWarning, match="minimum-norm"):
+        dec = decompose(dup, dup_test, ridge=0.0, pairwise=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        for target in dup:
+            basis = [m for m in dup if m != target]
+            assert dec.group_r2[target] == pytest.approx(
+                r2(dup, dup_test, target, basis, ridge=0.0), abs=1e-12
+            )
+    assert dec.group_r2["b"] == pytest.approx(1.0, abs=1e-10)
+
+
+@pytest.mark.parametrize("models", [["b", "c"], ["c", "a", "d"], ["a", "b", "c"]])
+def test_model_subsets_read_from_a_larger_joint_moments(models):
+    # Contiguous subsets are read as views of the joint co-moment, others gathered; both
+    # must equal moments of only those blocks.
+    train, test = correlated_models(3)
+    full = decompose(Moments.from_arrays(train), Moments.from_arrays(test), models=models)
+    alone = decompose({m: train[m] for m in models}, {m: test[m] for m in models})
+    np.testing.assert_allclose(full.pairwise_r2, alone.pairwise_r2, atol=1e-12)
+    np.testing.assert_allclose(full.group_r2, alone.group_r2[full.models], atol=1e-12)

@@ -100,12 +100,12 @@ def test_pairwise_matrix_runs_pairs_on_one_cpu_thread_and_restores_the_count(mon
     rng = np.random.default_rng(0)
     mom = Moments.from_arrays({"a": rng.normal(size=(50, 4)), "b": rng.normal(size=(50, 3))})
     calls = []
-    prep_src, prep_tgt, pair = pw.MOMENT_METRICS["pwcca"]
-    monkeypatch.setitem(pw.MOMENT_METRICS, "pwcca", (prep_src, prep_tgt, recording(pair, calls)))
+    prep_src, prep_tgt, pair = pw.MOMENT_METRICS["neuronsim"]
+    monkeypatch.setitem(pw.MOMENT_METRICS, "neuronsim", (prep_src, prep_tgt, recording(pair, calls)))
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
-        out = pairwise_matrix(mom, ["a", "b"], metric="pwcca", progress=False)
+        out = pairwise_matrix(mom, ["a", "b"], metric="neuronsim", progress=False)
         assert len(calls) == 4
         assert [threads for threads, _ in calls] == [1] * 4, "pairs ran on more than one thread"
         assert torch.get_num_threads() == 2
@@ -115,9 +115,9 @@ def test_pairwise_matrix_runs_pairs_on_one_cpu_thread_and_restores_the_count(mon
             calls.append((torch.get_num_threads(), set()))
             raise RuntimeError("pair failed")
 
-        monkeypatch.setitem(pw.MOMENT_METRICS, "pwcca", (prep_src, prep_tgt, failing))
+        monkeypatch.setitem(pw.MOMENT_METRICS, "neuronsim", (prep_src, prep_tgt, failing))
         with pytest.raises(RuntimeError, match="pair failed"):
-            pairwise_matrix(mom, ["a", "b"], metric="pwcca", progress=False)
+            pairwise_matrix(mom, ["a", "b"], metric="neuronsim", progress=False)
         assert calls[-1][0] == 1
         assert torch.get_num_threads() == 2  # restored after an error inside the loop
     finally:
@@ -233,3 +233,37 @@ def test_pairwise_attention_runs_on_one_thread_and_restores_the_count(monkeypatc
         assert torch.get_num_threads() == 2  # restored after the error
     finally:
         torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("paper_compat", [False, True])
+@pytest.mark.parametrize("seed", SEEDS)
+def test_pwcca_one_svd_per_unordered_pair_equals_per_ordered_pair(seed, paper_compat, monkeypatch):
+    # The all-pairs matrix reads both directions from one CCA per unordered pair; it must
+    # equal one pwcca_pair (one SVD) per ordered pair, and do half the SVDs.
+    from lmsim.metrics import cca, pairwise
+
+    acts = random_layers(seed, widths=(8, 10, 6, 9, 7))
+    mom = Moments.from_arrays(acts)
+    names = list(acts)
+    stats = {n: pairwise.BlockStats(n, mom.n, mom.mean(n), mom.comoment(n)) for n in names}
+    prep = {n: cca.prepare_pwcca(stats[n], paper_compat=paper_compat) for n in names}
+    expected = np.array(
+        [[cca.pwcca_pair(prep[a], prep[b], mom.comoment(a, b)) for b in names] for a in names]
+    )
+    n_svd = 0
+    svd = torch.linalg.svd
+
+    def counting_svd(*args, **kw):
+        nonlocal n_svd
+        n_svd += 1
+        return svd(*args, **kw)
+
+    monkeypatch.setattr(torch.linalg, "svd", counting_svd)
+    got = pairwise_matrix(mom, names, metric="pwcca", progress=False, paper_compat=paper_compat)
+    np.testing.assert_allclose(got, expected, atol=1e-10, rtol=0)
+    assert n_svd == len(names) * (len(names) + 1) // 2
+    rows, cols = names[:3], names[1:]
+    rect = pairwise_matrix(
+        mom, rows, cols, metric="pwcca", progress=False, paper_compat=paper_compat
+    )
+    np.testing.assert_allclose(rect, expected[:3, 1:], atol=1e-10, rtol=0)

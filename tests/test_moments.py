@@ -115,3 +115,58 @@ def test_errors():
         mom.merge(Moments({"a": 4}))
     with pytest.raises(ValueError, match="nothing to merge"):
         Moments.merge_all([])
+
+
+def chunked(acts, bounds):
+    return [{k: v[lo:hi] for k, v in acts.items()} for lo, hi in zip(bounds[:-1], bounds[1:])]
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("n_chunks", [1, 3, 17])
+def test_symmetric_update_matches_two_pass_covariance(seed, n_chunks):
+    # In-place rank-(k+1) updates (Eq. M2) equal a naive two-pass float64 covariance of the
+    # whole data, for uneven chunkings (one-row and empty chunks included), and the matrix
+    # is exactly symmetric however reads and updates interleave.
+    dims = (("a", 5), ("b", 8), ("c", 3))
+    acts = random_acts(seed, n=300, dims=dims)
+    acts = {k: v + 50.0 * (i + 1) for i, (k, v) in enumerate(acts.items())}
+    rng = np.random.default_rng(seed)
+    cuts = np.sort(rng.integers(0, 300, size=n_chunks - 1))
+    bounds = [0, 1, 1, *cuts.tolist(), 300] if n_chunks > 1 else [0, 300]
+    mom = Moments(dict((k, d) for k, d in dims))
+    for k, chunk in enumerate(chunked(acts, sorted(bounds))):
+        mom.update(chunk)
+        if k % 2:  # a read between updates mirrors the triangle; later updates must not lose it
+            mom.comoment("a", "b")
+    stacked = np.hstack(list(acts.values()))
+    centred = stacked - stacked.mean(axis=0)
+    reference = centred.T @ centred
+    got = mom.comoment(["a", "b", "c"]).numpy()
+    assert np.abs(got - reference).max() / np.abs(reference).max() < 1e-12
+    np.testing.assert_array_equal(got, got.T)
+    np.testing.assert_allclose(mom.mean(["a", "b", "c"]).numpy(), stacked.mean(0), rtol=1e-14)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_in_place_merge_matches_chan_formula_with_temporaries(seed):
+    # The previous implementation (full-size Chan merge) written out, against merge_all.
+    acts = random_acts(seed, n=200, dims=(("a", 6), ("b", 4)))
+    bounds = [0, 37, 38, 120, 200]
+    parts = [Moments.from_arrays(c) for c in chunked(acts, bounds)]
+    n, mean, comoment = 0, None, None
+    for part in parts:
+        x = np.hstack([part.mean("a").numpy(), part.mean("b").numpy()])
+        m_b = part.comoment(["a", "b"]).numpy()
+        if n == 0:
+            n, mean, comoment = part.n, x, m_b
+            continue
+        total = n + part.n
+        delta = x - mean
+        comoment = comoment + m_b + np.outer(delta, delta) * (n * part.n / total)
+        mean = mean + delta * (part.n / total)
+        n = total
+    merged = Moments.merge_all(parts)
+    got = merged.comoment(["a", "b"]).numpy()
+    assert np.abs(got - comoment).max() / np.abs(comoment).max() < 1e-12
+    np.testing.assert_allclose(merged.mean(["a", "b"]).numpy(), mean, rtol=1e-13)
+    assert parts[0].n == 37, "merge_all must not modify its inputs"

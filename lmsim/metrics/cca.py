@@ -135,11 +135,31 @@ def svcca_pair(bx: CCABasis, by: CCABasis, cxy: torch.Tensor) -> float:
     return float(rho.mean())
 
 
+def _weighted_mean(basis: CCABasis, u: torch.Tensor, rho: torch.Tensor) -> float:
+    weights = (basis.loading @ u).abs().sum(dim=0)
+    return float((weights * rho).sum() / weights.sum())
+
+
 def pwcca_pair(bx: CCABasis, by: CCABasis, cxy: torch.Tensor) -> float:
     """Canonical correlations weighted by X's alignments ``a_i = Σ_j |⟨H_i, X_j⟩|``."""
     u, rho = canonical_correlations(bx, by, cxy)
-    weights = (bx.loading @ u).abs().sum(dim=0)
-    return float((weights * rho).sum() / weights.sum())
+    return _weighted_mean(bx, u, rho)
+
+
+def pwcca_pair_both(bx: CCABasis, by: CCABasis, cxy: torch.Tensor) -> tuple[float, float]:
+    """``(pwsim(X → Y), pwsim(Y → X))`` from one SVD.
+
+    The CCA is shared: with ``U_xᵀ U_y = u diag(ρ) vᵀ`` (shape ``(k_x, k_y)``, thin SVD,
+    ``m = min(k_x, k_y)`` columns in ``u`` and ``v``), the transposed problem
+    ``U_yᵀ U_x = v diag(ρ) uᵀ`` has the same ``ρ`` and canonical directions ``v`` for Y.
+    Only the weights differ: X's alignments ``|loading_x @ u|`` for X → Y, Y's
+    ``|loading_y @ v|`` for Y → X. Equal to two :func:`pwcca_pair` calls up to the sign
+    (irrelevant under ``|·|``) and, for repeated ``ρ``, the basis of the singular subspace.
+    """
+    cross = bx.whiten.T @ cxy @ by.whiten
+    u, rho, vh = torch.linalg.svd(cross, full_matrices=False)
+    rho = rho.clamp(0.0, 1.0)
+    return _weighted_mean(bx, u, rho), _weighted_mean(by, vh.T, rho)
 
 
 def prepare_svcca(stats: BlockStats, threshold: float = 0.99, paper_compat: bool = False):
@@ -253,3 +273,17 @@ def pwcca(X, Y, b=None, *, paper_compat: bool = False) -> float:
     """
     sx, sy, cxy = pair_stats(X, Y, b, fn="pwcca")
     return pwcca_pair(prepare_pwcca(sx, paper_compat), prepare_pwcca(sy, paper_compat), cxy)
+
+
+def pwcca_both(X, Y, *, paper_compat: bool = False) -> tuple[float, float]:
+    """``(pwcca(X, Y), pwcca(Y, X))`` from one CCA (see :func:`pwcca_pair_both`).
+
+    Parameters
+    ----------
+    X : ndarray or Tensor of shape (n_samples, d_x)
+    Y : ndarray or Tensor of shape (n_samples, d_y)
+    paper_compat : bool, default=False
+        As in :func:`pwcca`.
+    """
+    sx, sy, cxy = pair_stats(X, Y, None, fn="pwcca")
+    return pwcca_pair_both(prepare_pwcca(sx, paper_compat), prepare_pwcca(sy, paper_compat), cxy)

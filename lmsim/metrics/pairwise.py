@@ -18,9 +18,19 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from lmsim._threads import threads
 from lmsim.metrics._linalg import BlockStats
 from lmsim.metrics.attention import attention_head_similarity, distributed_attention_features
-from lmsim.metrics.cca import prepare_pwcca, prepare_svcca, pwcca, pwcca_pair, svcca, svcca_pair
+from lmsim.metrics.cca import (
+    prepare_pwcca,
+    prepare_svcca,
+    pwcca,
+    pwcca_both,
+    pwcca_pair,
+    pwcca_pair_both,
+    svcca,
+    svcca_pair,
+)
 from lmsim.metrics.cka import debiased_cka, linear_cka, linear_cka_pair, prepare_linear_cka, rbf_cka
 from lmsim.metrics.neuron import (
     mixedsim,
@@ -43,7 +53,7 @@ __all__ = [
 
 @contextmanager
 def _one_cpu_thread(device) -> Iterator[None]:
-    """Run an all-pairs loop on one CPU thread (no-op on GPUs).
+    """Run an all-pairs loop on one CPU thread (no-op on GPUs): :func:`lmsim.threads` (1).
 
     Each pair is a few small LAPACK calls (an SVD of at most width × width); on a shared
     CPU, OpenMP threads spin-wait far longer than such calls take (an SVD of a 576 × 576
@@ -52,12 +62,8 @@ def _one_cpu_thread(device) -> Iterator[None]:
     if torch.device(device).type != "cpu":
         yield
         return
-    n_threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with threads(1):
         yield
-    finally:
-        torch.set_num_threads(n_threads)
 
 
 #: Metrics that are functions of the moments: name → (prepare source, prepare target, pair).
@@ -86,6 +92,11 @@ RAW_METRICS: dict[str, Callable] = {
 
 #: Metrics with ``m(X, Y) == m(Y, X)``: each unordered pair is computed once.
 SYMMETRIC = frozenset({"linear_cka", "svcca"})
+
+#: Directional metrics whose two directions share one decomposition: name → function
+#: ``(prepared a, prepared b, Xcᵀ Yc) -> (m(a, b), m(b, a))``. PWCCA needs one SVD per
+#: unordered pair (its CCA is symmetric; only the projection weights are one-sided).
+BOTH_DIRECTIONS: dict[str, Callable] = {"pwcca": pwcca_pair_both}
 
 _OPTIONS = {"svcca": {"threshold", "paper_compat"}, "pwcca": {"paper_compat"}}
 
@@ -165,14 +176,26 @@ def pairwise_matrix(
     out = np.empty((len(names_a), len(names_b)), dtype=np.float64)
     pairs = [(i, j) for i in range(len(names_a)) for j in range(len(names_b))]
     done: dict[tuple[str, str], float] = {}
+    wanted = {(names_a[i], names_b[j]) for i, j in pairs}
+    both = BOTH_DIRECTIONS.get(metric)
     with _one_cpu_thread(mom.device):
         for i, j in tqdm(pairs, desc=f"{metric} pairs", disable=not progress, leave=False):
             a, b = names_a[i], names_b[j]
+            if (a, b) in done:
+                out[i, j] = done[(a, b)]
+                continue
             if metric in SYMMETRIC and (b, a) in done:
                 out[i, j] = done[(b, a)]
                 continue
-            out[i, j] = pair(prepared(prep_src, a), prepared(prep_tgt, b), mom.comoment(a, b))
-            done[(a, b)] = out[i, j]
+            if both is not None and prep_src is prep_tgt and a != b and (b, a) in wanted:
+                done[(a, b)], done[(b, a)] = both(
+                    prepared(prep_src, a), prepared(prep_tgt, b), mom.comoment(a, b)
+                )
+            else:
+                done[(a, b)] = pair(
+                    prepared(prep_src, a), prepared(prep_tgt, b), mom.comoment(a, b)
+                )
+            out[i, j] = done[(a, b)]
     return out
 
 
@@ -293,6 +316,8 @@ def _pairwise_attention(attn, names, kind, causal, progress) -> np.ndarray:
     for i, j in bar:
         tril = causal.get(names[i], False) or causal.get(names[j], False)
         fa, fb = features(names[i], tril), features(names[j], tril)
-        out[i, j] = fn(fa, fb)
-        out[j, i] = fn(fb, fa) if kind == "pwcca" and i != j else out[i, j]
+        if kind == "pwcca" and i != j:
+            out[i, j], out[j, i] = pwcca_both(fa, fb)
+        else:
+            out[i, j] = out[j, i] = fn(fa, fb)
     return out
