@@ -58,6 +58,7 @@ Matena & Raffel (2022). Merging Models with Fisher-Weighted Averaging. NeurIPS.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import re
 import warnings
@@ -191,12 +192,14 @@ def _check_alpha(alpha: float, diag_constant: float) -> None:
         raise ValueError(f"`diag_constant` must be >= 0, got {diag_constant!r}")
 
 
-def _regularize(g: torch.Tensor, alpha: float, diag_constant: float) -> torch.Tensor:
+def _regularize(
+    g: torch.Tensor, alpha: float, diag_constant: float, inplace: bool = False
+) -> torch.Tensor:
     _check_alpha(alpha, diag_constant)
     if alpha == 1.0 and diag_constant == 0.0:
         return g
     diag = torch.diagonal(g).clone()
-    out = g * float(alpha)
+    out = g.mul_(float(alpha)) if inplace else g * float(alpha)
     idx = torch.arange(g.shape[0], device=g.device)
     out[idx, idx] = diag + float(diag_constant)
     return out
@@ -259,7 +262,7 @@ def _solve_spd(
         SingularGramWarning,
         stacklevel=3,
     )
-    return torch.cholesky_solve(b + lam * w_sum, chol)
+    return torch.cholesky_solve(b + lam * w_sum.to(b.dtype), chol)
 
 
 def _pivot_ratio(chol: torch.Tensor) -> float:
@@ -367,16 +370,23 @@ class RegMeanAccumulator:
         wt = w if transposed else w.T  # (in, out)
         shape = (int(wt.shape[1]), int(wt.shape[0]))
         g = _check_gram(_as_f64(gram, f"Gram of layer {name!r}", self.device), shape[1], name)
-        g = _regularize(g, self.alpha, self.diag_constant)
+        # A fresh float64 copy (the usual float32 input) is regularised in place.
+        owned = not (isinstance(gram, torch.Tensor) and gram.dtype == torch.float64)
+        owned = owned and not isinstance(gram, np.ndarray)
+        g = _regularize(g, self.alpha, self.diag_constant, inplace=owned)
+        # Σ W_iᵀ only serves the singular fallback (null directions get the simple average,
+        # rounded to the weights' precision anyway): kept in the weights' own precision.
+        w_dtype = weight.dtype if isinstance(weight, torch.Tensor) else torch.float64
+        w_dtype = w_dtype if w_dtype.is_floating_point else torch.float64
         if name not in self._shapes:
             if self.n_models:
                 raise KeyError(
                     f"layer {name!r} is not in model 0; merge only models of one architecture"
                 )
             self._shapes[name] = shape
-            self._gram_sum[name] = g.clone()  # g may alias the caller's tensor
+            self._gram_sum[name] = g if owned and g is not gram else g.clone()
             self._gw_sum[name] = g @ wt
-            self._w_sum[name] = wt.clone()
+            self._w_sum[name] = wt.to(w_dtype, copy=True)
             return
         if self._shapes[name] != shape:
             raise ValueError(
@@ -384,8 +394,8 @@ class RegMeanAccumulator:
                 f"{self._shapes[name]} in model 0; merge only models of one architecture"
             )
         self._gram_sum[name] += g
-        self._gw_sum[name] += g @ wt
-        self._w_sum[name] += wt
+        self._gw_sum[name].addmm_(g, wt)
+        self._w_sum[name] += wt.to(self._w_sum[name].dtype)
 
     def next_model(self) -> None:
         """Close a model added layer by layer with :meth:`add_layer`."""
@@ -707,7 +717,8 @@ def merge_models(
     grams : iterable of dict, path or callable, optional
         Per model, ``{linear_module_name: (d_in, d_in) Gram}`` as returned by
         :func:`collect_grams`, a file written by :func:`save_grams`, or a callable returning
-        either. Required for ``method="regmean"``.
+        either (a path is read lazily, one layer's Gram at a time). Required for
+        ``method="regmean"``.
     fishers : iterable of dict, path or callable, optional
         Per model, ``{parameter_name: diagonal Fisher}`` (:func:`collect_fishers`).
         Required for ``method="fisher"``.
@@ -731,8 +742,10 @@ def merge_models(
     Returns
     -------
     merged : nn.Module
-        A deep copy of the first model holding the merged parameters (its dtype kept).
-        Buffers (e.g. position ids) are the first model's.
+        The first model with the merged parameters (its dtype kept): a deep copy when
+        ``models[0]`` is a module, the loaded model itself when it is a callable (so a
+        callable must return a fresh model). Buffers (e.g. position ids) are the first
+        model's.
     report : MergeReport
         How each parameter was merged; every parameter name is listed.
 
@@ -791,17 +804,21 @@ def merge_models(
             )
         params = dict(model.named_parameters())  # canonical names only (ties removed)
         if first is None:
-            first = copy.deepcopy(model)
+            # A model the merge loaded itself (from a callable) becomes the output; a
+            # caller's model is copied, never modified.
+            first = copy.deepcopy(model) if model is item else model
             plan, regmean_layers = _plan(model, method, regexes)
             shapes = {k: tuple(p.shape) for k, p in params.items()}
         else:
             _check_compatible(first, model, i, shapes, params)
         gmap = fmap = None
         if gram_iter is not None:
-            gmap = _next_stats(gram_iter, "grams", i, load_grams)
+            gmap = _next_stats(gram_iter, "grams", i, functools.partial(load_grams, lazy=True))
             _check_gram_names(gmap, model, i)
         if fisher_iter is not None:
-            fmap = _next_stats(fisher_iter, "fishers", i, load_fishers)
+            fmap = _next_stats(
+                fisher_iter, "fishers", i, functools.partial(load_fishers, lazy=True)
+            )
         for pname, p in params.items():
             how, _ = plan[pname]
             if how == "kept":
@@ -1165,7 +1182,8 @@ def _save_tensors(path, tensors: Mapping, kind: str, metadata: Mapping | None, d
     save_file(out, str(path), metadata=meta)
 
 
-def _load_tensors(path, kind: str, device) -> dict[str, torch.Tensor]:
+def _open_checked(path, kind: str) -> dict[str, list[int]]:
+    """Check a saved file's kind and return its recorded shapes."""
     from safetensors import safe_open
 
     path = Path(path)
@@ -1173,27 +1191,67 @@ def _load_tensors(path, kind: str, device) -> dict[str, torch.Tensor]:
         raise FileNotFoundError(f"no {kind} file at {str(path)!r}; write one with save_{kind}")
     with safe_open(str(path), framework="pt", device="cpu") as handle:
         meta = handle.metadata() or {}
-        if meta.get("lmsim_kind") != kind:
-            raise ValueError(
-                f"{str(path)!r} holds {meta.get('lmsim_kind', 'no lmsim data')!r}, not {kind}; "
-                f"load it with load_{meta.get('lmsim_kind', kind)}"
-            )
-        shapes = json.loads(meta["shapes"])
-        out = {}
-        for name in handle.keys():  # noqa: SIM118 - safe_open is not a Mapping
-            t = handle.get_tensor(name)
-            if list(t.shape) != shapes.get(name):
-                raise ValueError(
-                    f"{kind[:-1]} {name!r} in {str(path)!r} has shape {list(t.shape)}, its "
-                    f"metadata says {shapes.get(name)}; the file is corrupt: recompute it"
-                )
-            if not torch.isfinite(t).all():
-                raise ValueError(f"{kind[:-1]} {name!r} in {str(path)!r} contains NaN or Inf")
-            out[name] = t.to(device)
-    missing = [k for k in shapes if k not in out]
-    if missing:
-        raise ValueError(f"{str(path)!r} lacks tensors {missing[:5]} listed in its metadata")
-    return out
+        keys = list(handle.keys())
+    if meta.get("lmsim_kind") != kind:
+        raise ValueError(
+            f"{str(path)!r} holds {meta.get('lmsim_kind', 'no lmsim data')!r}, not {kind}; "
+            f"load it with load_{meta.get('lmsim_kind', kind)}"
+        )
+    shapes = json.loads(meta["shapes"])
+    if sorted(keys) != sorted(shapes):
+        raise ValueError(
+            f"{str(path)!r} holds tensors {sorted(set(keys) ^ set(shapes))[:5]} that its "
+            "metadata does not list (or lacks ones it lists); the file is corrupt: recompute it"
+        )
+    return shapes
+
+
+def _read_checked(handle, path, kind: str, name: str, shapes, device) -> torch.Tensor:
+    t = handle.get_tensor(name)
+    if list(t.shape) != shapes[name]:
+        raise ValueError(
+            f"{kind[:-1]} {name!r} in {str(path)!r} has shape {list(t.shape)}, its "
+            f"metadata says {shapes[name]}; the file is corrupt: recompute it"
+        )
+    if not torch.isfinite(t).all():
+        raise ValueError(f"{kind[:-1]} {name!r} in {str(path)!r} contains NaN or Inf")
+    return t.to(device)
+
+
+def _load_tensors(path, kind: str, device) -> dict[str, torch.Tensor]:
+    from safetensors import safe_open
+
+    shapes = _open_checked(path, kind)
+    with safe_open(str(path), framework="pt", device="cpu") as handle:
+        return {n: _read_checked(handle, path, kind, n, shapes, device) for n in shapes}
+
+
+class _LazyTensors(Mapping):
+    """A saved file's tensors, read (and checked) one at a time on access.
+
+    Lets :func:`merge_models` hold one layer's Gram at a time instead of a model's all.
+    """
+
+    def __init__(self, path, kind: str, device="cpu"):
+        self.path, self.kind, self.device = Path(path), kind, device
+        self.shapes = _open_checked(path, kind)
+
+    def __getitem__(self, name: str) -> torch.Tensor:
+        from safetensors import safe_open
+
+        if name not in self.shapes:
+            raise KeyError(name)
+        with safe_open(str(self.path), framework="pt", device="cpu") as handle:
+            return _read_checked(handle, self.path, self.kind, name, self.shapes, self.device)
+
+    def __contains__(self, name) -> bool:
+        return name in self.shapes
+
+    def __iter__(self):
+        return iter(self.shapes)
+
+    def __len__(self) -> int:
+        return len(self.shapes)
 
 
 def save_grams(path, grams: Mapping, metadata: Mapping | None = None) -> None:
@@ -1214,11 +1272,19 @@ def save_grams(path, grams: Mapping, metadata: Mapping | None = None) -> None:
     _save_tensors(path, grams, "grams", metadata, torch.float64)
 
 
-def load_grams(path, device="cpu") -> dict[str, torch.Tensor]:
+def load_grams(path, device="cpu", lazy: bool = False) -> Mapping[str, torch.Tensor]:
     """Load Grams written by :func:`save_grams` (safetensors: no code is executed).
 
     Shapes are checked against the metadata, squareness and finiteness are verified.
+    ``lazy=True`` returns a read-only mapping that reads each Gram when it is accessed
+    (what :func:`merge_models` does with a path): one layer's Gram in memory at a time.
     """
+    if lazy:
+        out = _LazyTensors(path, "grams", device)
+        bad = {k: v for k, v in out.shapes.items() if len(v) != 2 or v[0] != v[1]}
+        if bad:
+            raise ValueError(f"Grams {list(bad)[:5]} in {str(path)!r} are not square: {bad}")
+        return out
     out = _load_tensors(path, "grams", device)
     for name, g in out.items():
         if g.ndim != 2 or g.shape[0] != g.shape[1]:
@@ -1231,8 +1297,11 @@ def save_fishers(path, fishers: Mapping, metadata: Mapping | None = None) -> Non
     _save_tensors(path, fishers, "fishers", metadata, torch.float32)
 
 
-def load_fishers(path, device="cpu") -> dict[str, torch.Tensor]:
-    """Load Fishers written by :func:`save_fishers` (no code is executed)."""
+def load_fishers(path, device="cpu", lazy: bool = False) -> Mapping[str, torch.Tensor]:
+    """Load Fishers written by :func:`save_fishers` (no code is executed; ``lazy`` as in
+    :func:`load_grams`)."""
+    if lazy:
+        return _LazyTensors(path, "fishers", device)
     return _load_tensors(path, "fishers", device)
 
 

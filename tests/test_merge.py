@@ -483,9 +483,13 @@ def test_streaming_from_disk_equals_in_memory(zoo, tmp_path):
         warnings.simplefilter("ignore", SingularGramWarning)
         a, _ = merge_models(ms, [load_grams(f) for f in files])
         loaders = [functools.partial(_load, p, "bert") for p in paths]
-        b, _ = merge_models(loaders, files)
+        b, _ = merge_models(loaders, files)  # models loaded one by one, Grams read lazily
     for name, value in _params(a).items():
         np.testing.assert_array_equal(value, _params(b)[name])
+    lazy = load_grams(files[1], lazy=True)
+    eager = load_grams(files[1])
+    assert list(lazy) == list(eager) and len(lazy) == len(eager) and "nope" not in lazy
+    torch.testing.assert_close(lazy["classifier"], eager["classifier"])
 
 
 def test_merge_linear_models_is_pooled_least_squares():
