@@ -40,7 +40,11 @@ Design decisions
       mean(diag(Σ G̃_i)) / K`` (``ridge = 1e-8``, multiplied by 100 until Cholesky
       succeeds): the paper's additive regulariser (App. A, Eq. 4), which pulls the merged
       weight towards the simple average in input directions no model's data spans (never
-      towards zero), and leaves spanned directions nearly untouched.
+      towards zero), and leaves spanned directions nearly untouched. Singular sums are
+      common at ``alpha = 1``: a head sees one row per text (fewer rows than inputs), and
+      the outputs of a LayerNorm with zero bias and uniform gain sum to zero, so the Gram
+      of the layer after it has the null vector ``1``; any ``alpha < 1`` with positive
+      diagonals makes the sum positive definite.
     * **Heads.** Parameters whose shapes differ between models (task heads with different
       numbers of labels) and parameters matching ``exclude`` are not merged: the merged
       model keeps the first model's values, and the report says so.
@@ -1069,7 +1073,7 @@ def collect_fishers(
     *,
     mode: str = "sample",
     max_length: int | None = None,
-    device="cpu",
+    device=None,
     seed: int = 0,
     progress: bool = True,
 ) -> dict[str, torch.Tensor]:
@@ -1093,7 +1097,8 @@ def collect_fishers(
         per label; Matena & Raffel's estimator for classification).
     max_length : int, optional
         Truncation length.
-    device : str or torch.device, default="cpu"
+    device : str or torch.device, optional
+        Where the inputs go; default: the device of the model's parameters.
     seed : int, default=0
         Seed of the label sampling.
     progress : bool
@@ -1117,7 +1122,7 @@ def collect_fishers(
     if mode == "empirical":
         if labels is None or len(labels) != len(texts):
             raise ValueError("mode='empirical' needs `labels`, one per text; or use mode='sample'")
-    device = torch.device(device)
+    device = torch.device(device) if device is not None else _model_device(model)
     was_training = model.training
     model.eval()
     names = [n for n, p in model.named_parameters() if p.requires_grad]
@@ -1155,6 +1160,10 @@ def collect_fishers(
     finally:
         model.train(was_training)
     return {n: (t / len(texts)).float().cpu() for n, t in zip(names, totals)}
+
+
+def _model_device(model: nn.Module) -> torch.device:
+    return next(model.parameters()).device
 
 
 def _model_inputs(enc, device) -> dict[str, torch.Tensor]:
@@ -1322,7 +1331,7 @@ def ensemble_logits(
     *,
     batch_size: int = 16,
     max_length: int | None = None,
-    device="cpu",
+    device=None,
 ) -> np.ndarray:
     """Ensemble baseline: the mean of the models' logits on ``texts``.
 
@@ -1334,7 +1343,8 @@ def ensemble_logits(
         Shared by the models (copies of one base model).
     texts : list of str
     batch_size, max_length, device
-        Batching (padded on the right, masked), truncation, device.
+        Batching (padded on the right, masked), truncation, and where the inputs go
+        (default: each model's device).
 
     Returns
     -------
@@ -1347,7 +1357,6 @@ def ensemble_logits(
     texts = list(texts)
     if not texts:
         raise ValueError("`texts` is empty: pass the texts to score")
-    device = torch.device(device)
     # Without a pad token, batches of one need no padding.
     step = int(batch_size) if tokenizer.pad_token is not None else 1
     kwargs = {"truncation": max_length is not None, "return_tensors": "pt", "padding": True}
@@ -1365,7 +1374,8 @@ def ensemble_logits(
             with torch.inference_mode():
                 for start in range(0, len(texts), step):
                     enc = tokenizer(texts[start : start + step], **kwargs)
-                    rows.append(model(**_model_inputs(enc, device)).logits.double().cpu())
+                    dev = torch.device(device) if device is not None else _model_device(model)
+                    rows.append(model(**_model_inputs(enc, dev)).logits.double().cpu())
         finally:
             model.train(was_training)
         logits = torch.cat(rows)

@@ -40,6 +40,8 @@ from transformers import (
     MPNetConfig,
     MPNetForSequenceClassification,
     PreTrainedTokenizerFast,
+    RobertaConfig,
+    RobertaForSequenceClassification,
 )
 
 from lmsim.merge import (
@@ -310,6 +312,13 @@ def _configs(wp, bl):
             BertForSequenceClassification,
             BertConfig(vocab_size=len(wp), hidden_size=16, max_position_embeddings=64, **SMALL),
         ),
+        "roberta": (
+            RobertaForSequenceClassification,
+            RobertaConfig(
+                vocab_size=len(wp), hidden_size=16, max_position_embeddings=66, pad_token_id=0,
+                **SMALL,
+            ),
+        ),
         "distilbert": (
             DistilBertForSequenceClassification,
             DistilBertConfig(
@@ -384,7 +393,7 @@ def _params(model):
     return {k: v.detach().double().numpy() for k, v in model.named_parameters()}
 
 
-@pytest.mark.parametrize("kind", ["bert", "distilbert", "mpnet", "gpt2", "llama"])
+@pytest.mark.parametrize("kind", ["bert", "roberta", "distilbert", "mpnet", "gpt2", "llama"])
 def test_merge_follows_the_recipe_and_reports_every_parameter(zoo, kind):
     ms, gs, merged, report = _merge_with_grams(kind, zoo, alpha=0.9)
     report.check_complete(merged)
