@@ -139,7 +139,9 @@ def _as_f64(x, what: str, device=None) -> torch.Tensor:
     if not (t.is_floating_point() or t.dtype in (torch.int32, torch.int64)):
         raise TypeError(f"{what} must hold real numbers, got dtype {t.dtype}")
     t = t.to(device=device if device is not None else t.device, dtype=torch.float64)
-    if not torch.isfinite(t).all():
+    # One reduction instead of a boolean copy: a NaN or Inf anywhere makes the sum
+    # non-finite; the exact check then rules out an overflowing sum of finite values.
+    if not torch.isfinite(t.sum()) and not torch.isfinite(t).all():
         raise ValueError(
             f"{what} contains NaN or Inf; recompute it (in float32 or bfloat16, not float16) "
             "or leave this layer out of the merge"
@@ -860,7 +862,8 @@ def merge_models(
                 if pname in sums:
                     sums[pname] += value
                 else:
-                    sums[pname] = value.clone()
+                    # A float64 parameter converts to itself: copy before summing in place.
+                    sums[pname] = value.clone() if value.data_ptr() == p.data_ptr() else value
             else:  # fisher
                 if pname not in fmap:
                     raise KeyError(
