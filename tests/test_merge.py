@@ -559,6 +559,13 @@ def test_model_errors_name_the_layer_and_the_fix(zoo):
         merge_models([a, b], [ga, {**ga, "encoder.nope": torch.eye(16)}])
     with pytest.raises(ValueError, match="`method` must be one of"):
         merge_models([a, b], method="ties")
+    with pytest.raises(TypeError, match="`models\\[1\\]` must be an nn.Module"):
+        merge_models([a, "bert"], method="simple")
+    with pytest.raises(KeyError, match="no Fisher for parameter 'bert.embeddings"):
+        merge_models([a, b], fishers=[{}, {}], method="fisher")
+    one, two = nn.Sequential(nn.Linear(4, 4)), nn.Sequential(nn.Identity(), nn.Linear(4, 4))
+    with pytest.raises(ValueError, match="different parameter names.*missing \\['0.weight'"):
+        merge_models([one, two], method="simple")
 
 
 def test_save_load_never_trusts_the_file(tmp_path):
