@@ -232,8 +232,9 @@ def worker_reference(args, out: Path) -> dict:
         total = sum(gs)
         rhs = sum(g @ w.T for g, w in zip(gs, ws))
         merged[f"{name}.weight"] = torch.from_numpy(np.linalg.solve(total, rhs).T.copy())
-        if ".0." in name or name.startswith("pooler"):
-            cond[name] = float(np.linalg.cond(total))
+        if (".0." in name or name.startswith("pooler")) and _source(name) not in cond:
+            eig = np.linalg.eigvalsh(total)
+            cond[_source(name)] = float(eig[-1] / eig[0])
     save_file(merged, str(out))
     return {"seconds_reference": time.perf_counter() - t0, "condition_numbers_layer0": cond}
 
@@ -248,6 +249,8 @@ def run_worker(name: str, args, tmp: Path) -> dict:
     # Workers import lmsim from this checkout, whatever is installed.
     root = str(Path(__file__).resolve().parents[1])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    # numpy's BLAS (the reference) gets the same thread count as torch.
+    env.update({k: str(args.threads) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")})
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if proc.returncode:
