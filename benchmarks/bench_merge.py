@@ -201,9 +201,10 @@ def worker_authors(args, out: Path) -> dict:
         for name in linear_layers(models[0]):
             key = f"{name}.weight"
             ws = [m.get_parameter(key) for m in models]
+            # As their regmean_merge: lists of every model's G̃ and G̃ Wᵀ, then the sums.
             gs = [reduce_non_diag(g[name], args.alpha) for g in grams]
-            sum_gram = sum(gs)
-            sum_gram_m_ws = sum(g @ w.T for g, w in zip(gs, ws))
+            gram_m_ws = [g @ w.T for g, w in zip(gs, ws)]
+            sum_gram, sum_gram_m_ws = sum(gs), sum(gram_m_ws)
             merged[key] = (torch.inverse(sum_gram) @ sum_gram_m_ws).T.contiguous()
         for key, _ in models[0].named_parameters():
             if key not in merged:

@@ -281,9 +281,10 @@ def _pivot_ratio(chol: torch.Tensor) -> float:
 class RegMeanAccumulator:
     """Streaming RegMean: add one model's layers at a time, solve at the end.
 
-    Per layer it keeps, in float64, ``Σ_i G̃_i`` (d_in, d_in), ``Σ_i G̃_i W_iᵀ``
-    (d_in, d_out) and ``Σ_i W_iᵀ`` (d_in, d_out, for the singular fallback): memory is
-    that of one model's Grams and weights, whatever the number of models.
+    Per layer it keeps ``Σ_i G̃_i`` (d_in, d_in) and ``Σ_i G̃_i W_iᵀ`` (d_in, d_out) in
+    float64, and ``Σ_i W_iᵀ`` (d_in, d_out, for the singular fallback) in the weights'
+    precision: memory is about that of one model's Grams and weights in float64,
+    whatever the number of models.
 
     Parameters
     ----------
