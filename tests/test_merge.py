@@ -182,7 +182,9 @@ def test_singular_sum_warns_and_solves_the_documented_ridge(seed):
     lam = 1e-8 * np.diag(sum(Gs)).mean() / 2
     ref = naive_regmean(Ws, [G + lam * np.eye(8) for G in Gs])
     np.testing.assert_allclose(out, ref, rtol=1e-6, atol=1e-6)
-    # Outputs on the spanned inputs are still the least-squares fit (Eq. 1 holds there).
+    # The normal equations of Eq. 1 still hold: the fit on the spanned inputs is kept.
+    lhs = sum(Gs) @ out.T
+    np.testing.assert_allclose(lhs, sum(G @ W.T for G, W in zip(Gs, Ws)), atol=1e-6)
     with pytest.warns(SingularGramWarning):
         zero = regmean_linear(Ws, [np.zeros((8, 8))] * 2, name="fc")
     np.testing.assert_allclose(zero, np.mean(Ws, 0), atol=1e-12)  # no data: simple average
