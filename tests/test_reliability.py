@@ -3,7 +3,6 @@ corrupt cache files are named, moved aside and recomputed, builds are determinis
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from pathlib import Path
 
