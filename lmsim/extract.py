@@ -44,6 +44,7 @@ import copy
 import hashlib
 import json
 import time
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,7 +72,7 @@ __all__ = [
 POOLINGS = ("mean", "word", "token")
 SUBWORDS = ("last", "first", "mean")
 # Bump when the extraction semantics change: old cache folders are then never reused.
-_CACHE_VERSION = 1
+_CACHE_VERSION = 2
 
 
 # ====================================================================== hooks
@@ -641,29 +642,137 @@ def _progress(total: int, progress: bool, desc: str):
 
 
 # ====================================================================== cache
+# Full weight hashes are memoised per model object and invalidated by the parameters'
+# in-place version counters: a second extraction with the same model costs nothing, an
+# optimizer step or ``load_state_dict`` changes the key. (sha256 of a 110M-parameter BERT's
+# 440 MB took 0.3-1.2 s here, a fraction of loading it, so every byte is hashed.)
+_WEIGHT_HASHES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _tensor_bytes(x: torch.Tensor) -> memoryview:
+    x = x.detach().cpu().contiguous().reshape(-1)
+    return memoryview(x.view(torch.uint8).numpy())
+
+
+def _weights_hash(model: nn.Module) -> str:
+    """sha256 of every parameter and buffer of ``model``: names, dtypes, shapes and bytes."""
+    state = list(model.state_dict(keep_vars=True).items())
+    versions = tuple((k, v.data_ptr(), v._version, v.dtype, tuple(v.shape)) for k, v in state)
+    cached = _WEIGHT_HASHES.get(model)
+    if cached is not None and cached[0] == versions:
+        return cached[1]
+    digest = hashlib.sha256()
+    for name, tensor in state:
+        digest.update(f"{name}|{tensor.dtype}|{tuple(tensor.shape)}\n".encode())
+        digest.update(_tensor_bytes(tensor))
+    value = digest.hexdigest()
+    _WEIGHT_HASHES[model] = (versions, value)
+    return value
+
+
+def _tokenizer_hash(tokenizer) -> str:
+    """sha256 of everything that decides how ``tokenizer`` encodes a text.
+
+    A fast tokenizer's backend serialises its vocabulary, merges, normaliser,
+    pre-tokeniser, post-processor and added tokens (``to_str()``); a slow one is described
+    by its sorted vocabulary. Both add the transformers-side settings (special tokens,
+    padding and truncation side, ``model_max_length``).
+    """
+    digest = hashlib.sha256(type(tokenizer).__name__.encode())
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        digest.update(backend.to_str().encode())
+    elif hasattr(tokenizer, "get_vocab"):
+        vocab = sorted(tokenizer.get_vocab().items())
+        digest.update(json.dumps(vocab, ensure_ascii=False).encode())
+    else:
+        raise TypeError(
+            f"cannot fingerprint a tokenizer of type {type(tokenizer).__name__} for the "
+            "activation cache: it has neither `backend_tokenizer` nor `get_vocab()`; "
+            "pass cache=False"
+        )
+    settings = {
+        attr: getattr(tokenizer, attr, None)
+        for attr in ("padding_side", "truncation_side", "model_max_length")
+    }
+    settings["special"] = getattr(tokenizer, "special_tokens_map", None)
+    settings["added"] = sorted(getattr(tokenizer, "get_added_vocab", dict)().items())
+    digest.update(json.dumps(settings, sort_keys=True, default=str).encode())
+    return digest.hexdigest()
+
+
 def _model_fingerprint(run: _Run) -> dict:
-    """Name, revision, config hash and a cheap weight sample of a model: two random
-    models with the same config (different seeds) must not share a cache entry."""
+    """Content hashes of a model: its config, all of its weights and its tokenizer."""
     config = getattr(run.model, "config", None)
     config_json = config.to_json_string(use_diff=False) if config is not None else ""
-    weights = hashlib.sha256()
-    for pname, param in run.model.named_parameters():
-        weights.update(pname.encode())
-        sample = param.detach().reshape(-1)[:16].float().cpu().numpy()
-        weights.update(sample.tobytes())
     return {
         "name": run.name,
-        "revision": getattr(config, "_commit_hash", None),
         "config": hashlib.sha256(config_json.encode()).hexdigest(),
-        "weights": weights.hexdigest(),
-        "tokenizer": [
-            type(run.tokenizer).__name__,
-            getattr(run.tokenizer, "name_or_path", ""),
-            len(run.tokenizer) if hasattr(run.tokenizer, "__len__") else None,
-        ],
+        "weights": _weights_hash(run.model),
+        "tokenizer": _tokenizer_hash(run.tokenizer),
         "layers": run.layers,
         "max_length": run.max_length,
     }
+
+
+def _content_hash(value, path: str = "cache_key_extra") -> str:
+    """sha256 of ``value`` by content: arrays by bytes, dtype and shape; containers
+    recursively; str, int, float, bool and None by value (types kept apart: 1, 1.0, True
+    and "1" differ).
+
+    Raises
+    ------
+    TypeError
+        Anything else (its ``str`` may hide content, its ``repr`` may change per process),
+        naming where it sits in ``value``.
+    """
+    digest = hashlib.sha256()
+
+    def feed(x, where: str) -> None:
+        if x is None or isinstance(x, (bool, int, float, str)):
+            digest.update(f"{type(x).__name__}:{x!r};".encode())
+        elif isinstance(x, (np.integer, np.floating, np.bool_)):
+            feed(x.item(), where)
+        elif isinstance(x, (np.ndarray, torch.Tensor)):
+            if isinstance(x, np.ndarray):
+                if x.dtype.hasobject:
+                    raise TypeError(
+                        f"`{where}` is an object array, which cannot be hashed by content; "
+                        "convert it to a numeric or string array, or to a list"
+                    )
+                x = np.ascontiguousarray(x)
+                raw, dtype = x.tobytes(), str(x.dtype)
+            else:
+                raw, dtype = bytes(_tensor_bytes(x)), str(x.dtype).removeprefix("torch.")
+            digest.update(f"array:{dtype}:{tuple(x.shape)}:".encode())
+            digest.update(hashlib.sha256(raw).digest())
+        elif isinstance(x, Mapping):
+            digest.update(f"dict:{len(x)}{{".encode())
+            items = []
+            for k in x:
+                if not isinstance(k, (str, int, float, bool)) and k is not None:
+                    raise TypeError(
+                        f"`{where}` has a key of type {type(k).__name__}; use str or int keys"
+                    )
+                items.append((f"{type(k).__name__}:{k!r}", k))
+            for key_text, k in sorted(items, key=lambda kv: kv[0]):
+                digest.update(key_text.encode() + b"=")
+                feed(x[k], f"{where}[{k!r}]")
+            digest.update(b"}")
+        elif isinstance(x, (list, tuple)):
+            digest.update(f"{type(x).__name__}:{len(x)}[".encode())
+            for i, item in enumerate(x):
+                feed(item, f"{where}[{i}]")
+            digest.update(b"]")
+        else:
+            raise TypeError(
+                f"`{where}` is a {type(x).__name__}, which cannot be hashed by content (its "
+                "str/repr may hide data or change between processes); pass str, int, float, "
+                "bool, None, numpy arrays, torch tensors, or lists/tuples/dicts of these"
+            )
+
+    feed(value, path)
+    return digest.hexdigest()
 
 
 def _cache_key(plan: _Plan, fields: dict) -> tuple[str, dict]:
@@ -672,6 +781,8 @@ def _cache_key(plan: _Plan, fields: dict) -> tuple[str, dict]:
         "models": [_model_fingerprint(r) for r in plan.runs],
         "texts": _texts_fingerprint(plan.texts),
         "n_texts": len(plan.texts),
+        "device": plan.device.type,
+        "amp_dtype": str(plan.amp_dtype),
         **fields,
     }
     text = json.dumps(payload, sort_keys=True, default=str)
@@ -752,12 +863,15 @@ def extract_moments(
         Lower-case texts (words) before tokenising.
     cache : bool
         Keep per-shard moments on disk under ``lmsim._cache.cache_dir("acts", key)``; a
-        rerun with the same key (models and their weights, texts, layers, pooling,
-        subword, max_length, padding mode, lowercase, shard_size, ``cache_key_extra``)
+        rerun with the same key (content hashes of each model's config, weights and
+        tokenizer; the texts; layers, pooling, subword, max_length, padding mode,
+        lowercase, shard_size, device type, autocast dtype, ``cache_key_extra``)
         loads finished shards and computes only the missing ones, so an interrupted run
         resumes. Shards are written atomically; ``manifest.json`` lists the key fields.
-    cache_key_extra : JSON-serialisable, optional
-        Anything else that should separate cache entries (e.g. a corpus version).
+    cache_key_extra : str, int, float, bool, None, array, tensor, or list/tuple/dict of these
+        Anything else that should separate cache entries (e.g. a corpus version), hashed
+        by content: arrays by bytes, dtype and shape. Other types raise ``TypeError``
+        (their ``str`` may hide data, their ``repr`` may change between processes).
     shard_size : int
         Texts per shard: consecutive texts in the original order, so shards are
         contiguous pieces of the corpus (what the LMD chapter bootstraps over).
@@ -789,6 +903,7 @@ def extract_moments(
     """
     if not isinstance(shard_size, (int, np.integer)) or shard_size < 1:
         raise ValueError(f"`shard_size` must be a positive int, got {shard_size!r}")
+    extra_hash = _content_hash(cache_key_extra) if cache else None  # refuse early
     plan = _plan(
         models,
         texts,
@@ -819,7 +934,7 @@ def extract_moments(
             "paper_compat_padding": bool(paper_compat_padding),
             "lowercase": bool(lowercase),
             "shard_size": int(shard_size),
-            "cache_key_extra": cache_key_extra,
+            "cache_key_extra": extra_hash,
         }
         key, payload = _cache_key(plan, fields)
         folder = cache_dir("acts", key)

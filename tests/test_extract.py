@@ -6,6 +6,9 @@ padding, pooling written out from its definition.
 
 from __future__ import annotations
 
+import copy
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -384,6 +387,87 @@ def test_cache_separates_models_with_equal_configs(tiny):
     a = extract_moments({"m": (model, tok)}, TEXTS, layers="last", **KW)
     b = extract_moments({"m": (other, tok)}, TEXTS, layers="last", **KW)
     assert not torch.allclose(a.mean("m/layer.2"), b.mean("m/layer.2"))
+
+
+def _count_forwards(monkeypatch) -> list:
+    real, calls = ex._hidden_states, []
+
+    def counting(run, input_ids, mask):
+        calls.append(input_ids.shape[0])
+        return real(run, input_ids, mask)
+
+    monkeypatch.setattr(ex, "_hidden_states", counting)
+    return calls
+
+
+def _swap_vocab(tokenizer, a: str, b: str):
+    """The same tokenizer with the ids of tokens ``a`` and ``b`` exchanged."""
+    spec = json.loads(tokenizer.backend_tokenizer.to_str())
+    vocab = spec["model"]["vocab"]
+    vocab[a], vocab[b] = vocab[b], vocab[a]
+    return PreTrainedTokenizerFast(
+        tokenizer_object=Tokenizer.from_str(json.dumps(spec)), **tokenizer.special_tokens_map
+    )
+
+
+def test_cache_key_changes_with_the_tokenizer_vocabulary(tiny, monkeypatch):
+    """Stale hit seen before: same weights, a rebuilt tokenizer with another vocabulary."""
+    model, tok = tiny["bert"]
+    other = _swap_vocab(tok, "the", "sea")
+    assert len(other) == len(tok) and other("the cat")["input_ids"] != tok("the cat")["input_ids"]
+    a = extract_moments({"m": (model, tok)}, TEXTS, layers="last", **KW)
+    calls = _count_forwards(monkeypatch)
+    b = extract_moments({"m": (model, other)}, TEXTS, layers="last", **KW)
+    assert sum(calls) == len(TEXTS), "a changed vocabulary must not hit the old cache"
+    assert not torch.allclose(a.mean("m/layer.2"), b.mean("m/layer.2"))
+
+
+def test_cache_key_hashes_every_weight(tiny, monkeypatch):
+    """A change in the last element of one matrix (the old key sampled 16 per tensor)."""
+    model, tok = tiny["bert"]
+    changed = copy.deepcopy(model)
+    with torch.no_grad():
+        changed.encoder.layer[-1].output.dense.weight.view(-1)[-1] += 1.0
+    extract_moments({"m": (model, tok)}, TEXTS, layers="last", **KW)
+    calls = _count_forwards(monkeypatch)
+    extract_moments({"m": (changed, tok)}, TEXTS, layers="last", **KW)
+    assert sum(calls) == len(TEXTS)
+    extract_moments({"m": (changed, tok)}, TEXTS, layers="last", **KW)
+    assert sum(calls) == len(TEXTS), "the same weights hit the cache"
+
+
+def test_cache_key_extra_arrays_by_content(tiny, monkeypatch):
+    """Stale hit seen before: arrays equal in their (truncated) print, different bytes."""
+    x = np.arange(5000, dtype=np.float64)
+    y = x.copy()
+    y[2500] = -1.0
+    assert str(x) == str(y)
+    pair = {"m": tiny["bert"]}
+    extract_moments(pair, TEXTS, layers="last", cache_key_extra={"w": x}, **KW)
+    calls = _count_forwards(monkeypatch)
+    extract_moments(pair, TEXTS, layers="last", cache_key_extra={"w": y}, **KW)
+    assert sum(calls) == len(TEXTS)
+    extract_moments(pair, TEXTS, layers="last", cache_key_extra={"w": torch.tensor(y)}, **KW)
+    assert sum(calls) == len(TEXTS), "a tensor of the same bytes, dtype and shape hits"
+    extract_moments(pair, TEXTS, layers="last", cache_key_extra={"w": x.astype("f4")}, **KW)
+    assert sum(calls) == 2 * len(TEXTS), "another dtype is another key"
+
+
+@pytest.mark.parametrize(
+    "extra, where",
+    [(object(), r"cache_key_extra` is a object"), ({"a": [1, {2, 3}]}, r"\['a'\]\[1\]` is a set")],
+)
+def test_cache_key_extra_without_stable_content_is_refused(tiny, extra, where):
+    """Stale miss seen before: an object whose repr changes per process never resumed."""
+    with pytest.raises(TypeError, match=rf"{where}.*cannot be hashed by content.*pass str"):
+        extract_moments({"m": tiny["bert"]}, TEXTS, cache_key_extra=extra, **KW)
+
+
+def test_content_hash_separates_types_and_orders():
+    h = ex._content_hash
+    assert h({"a": 1, "b": 2}) == h({"b": 2, "a": 1})
+    assert len({h(1), h(1.0), h(True), h("1"), h([1]), h((1,)), h(None)}) == 7
+    assert h(np.zeros((2, 3))) != h(np.zeros((3, 2)))
 
 
 # ---------------------------------------------------------------------- errors
