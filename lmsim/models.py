@@ -84,7 +84,7 @@ LEGACY_HUB_IDS: dict[str, str] = {
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 _TINY_KINDS = ("bert", "gpt2", "llama")
 # Bump when the tiny builders change, so stale cached builds are rebuilt.
-_TINY_BUILD_VERSION = 1
+_TINY_BUILD_VERSION = 2
 _SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
@@ -108,7 +108,12 @@ def _ascii_alphabet() -> list[str]:
 
 
 def _train_tiny_tokenizer(kind: str, vocab_size: int):
-    """Train a WordPiece (BERT) or byte-level BPE (GPT-2, Llama) tokenizer in memory."""
+    """A WordPiece (BERT) or byte-level BPE (GPT-2, Llama) tokenizer, built in memory.
+
+    Both are deterministic: the WordPiece vocabulary comes from
+    :func:`lmsim.zoo.text.wordpiece_vocab` (word counts, ties broken alphabetically), the
+    BPE merges from ``tokenizers``' ``BpeTrainer`` (whose ties are broken by the pair).
+    """
     from tokenizers import (
         Tokenizer,
         decoders,
@@ -122,16 +127,27 @@ def _train_tiny_tokenizer(kind: str, vocab_size: int):
 
     corpus = _tokenizer_corpus()
     if kind == "bert":
-        specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-        tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-        tok.normalizer = normalizers.BertNormalizer(lowercase=True)
-        tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-        # Every printable ASCII character is in the alphabet, so any ASCII word splits into
-        # known pieces and [UNK] is rare on real text (PTB).
-        trainer = trainers.WordPieceTrainer(
-            vocab_size=vocab_size, special_tokens=specials, initial_alphabet=_ascii_alphabet()
-        )
-        tok.train_from_iterator(corpus, trainer)
+        from lmsim.zoo.text import SPECIAL_TOKENS as specials
+        from lmsim.zoo.text import wordpiece_vocab
+
+        normalizer = normalizers.BertNormalizer(lowercase=True)
+        pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        counts: dict[str, int] = {}
+        for line in corpus:
+            for word, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(line)):
+                counts[word] = counts.get(word, 0) + 1
+        # Every printable ASCII character starts a piece (single characters are never
+        # kept as words), so any ASCII word splits into known pieces and [UNK] is rare on
+        # real text (PTB). The vocabulary is built deterministically (ties broken
+        # alphabetically): tokenizers' WordPieceTrainer breaks ties between equally
+        # frequent merges in hash-map order, so each fresh build got another vocabulary.
+        for char in _ascii_alphabet():
+            counts.setdefault(char, 0)
+        vocab = wordpiece_vocab(counts, vocab_size)
+        tok = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
+        tok.normalizer = normalizer
+        tok.pre_tokenizer = pre_tokenizer
+        tok.add_special_tokens(specials)
         cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
         tok.post_processor = processors.TemplateProcessing(
             single="[CLS] $A [SEP]",

@@ -3,6 +3,7 @@ corrupt cache files are named, moved aside and recomputed, builds are determinis
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -79,3 +80,44 @@ def test_no_unsafe_deserialisation_in_the_package():
         for line in text.splitlines():
             if "torch.load(" in line and "``" not in line:
                 assert "weights_only=True" in line, f"{path}: {line.strip()}"
+
+
+# ----------------------------------------------------------------- deterministic builds
+
+_BUILD = """
+import hashlib, sys
+from lmsim.models import model_dir
+for model in sys.argv[1:]:
+    path = model_dir(model)
+    for name in ("tokenizer.json", "model.safetensors"):
+        print(model, name, hashlib.sha256((path / name).read_bytes()).hexdigest())
+"""
+
+
+def test_tiny_model_builds_are_identical_across_fresh_caches(tmp_path, monkeypatch):
+    """One build here, one in a fresh process (the WordPiece trainer's hash-map order
+    differed per process), each in its own empty cache: the same bytes."""
+    import subprocess
+    import sys
+
+    from lmsim.models import model_dir
+
+    names = ["tiny-bert", "tiny-gpt2"]
+    monkeypatch.setenv("LMSIM_CACHE", str(tmp_path / "a"))
+    lines = []
+    for model in names:
+        path = model_dir(model)
+        for name in ("tokenizer.json", "model.safetensors"):
+            digest = hashlib.sha256((path / name).read_bytes()).hexdigest()
+            lines.append(f"{model} {name} {digest}")
+    env = {**os.environ, "LMSIM_CACHE": str(tmp_path / "b"), "OMP_NUM_THREADS": "1"}
+    fresh = subprocess.run(
+        [sys.executable, "-c", _BUILD, *names],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parents[1],
+    ).stdout
+    assert len(lines) == 4
+    assert lines == [line for line in fresh.splitlines() if line.startswith("tiny-")]
