@@ -54,7 +54,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from lmsim._io import write_atomic, write_json_atomic
+from lmsim._io import check_record, file_record, move_aside, write_atomic, write_json_atomic
 from lmsim._runtime import architecture, autocast_dtype, resolve_device
 from lmsim.blocks import block_name
 from lmsim.moments import Moments
@@ -793,14 +793,51 @@ def _shard_path(folder: Path, k: int) -> Path:
     return folder / f"shard_{k:05d}.safetensors"
 
 
-def _save_shard(mom: Moments, folder: Path, k: int) -> None:
-    """Write a shard atomically: a crash leaves either the whole file or none."""
-    write_atomic(_shard_path(folder, k), mom.save)
+def _save_shard(mom: Moments, folder: Path, k: int) -> dict:
+    """Write a shard atomically (a crash leaves the whole file or none); return its record."""
+    path = _shard_path(folder, k)
+    write_atomic(path, mom.save)
+    return file_record(path)
 
 
-def _write_manifest(folder: Path, payload: dict, n_shards: int, done: list[int]) -> None:
-    manifest = {**payload, "n_shards": n_shards, "done": sorted(done)}
+def _read_manifest(folder: Path) -> dict:
+    """The folder's ``manifest.json``, or {} (an unreadable one is moved aside)."""
+    path = folder / "manifest.json"
+    if not path.exists():
+        return {}
+    try:
+        manifest = json.loads(path.read_text())
+        if not isinstance(manifest, dict):
+            raise ValueError("not a JSON object")
+        return manifest
+    except (OSError, ValueError) as err:
+        move_aside(path, f"{type(err).__name__}: {err}", "rewriting it", stacklevel=4)
+        return {}
+
+
+def _write_manifest(folder: Path, payload: dict, n_shards: int, records: dict) -> None:
+    """Merge ``records`` (shard file -> size and sha256) into the manifest on disk.
+
+    Another process may be adding shards of the same key: its records are kept (a record
+    lost to a race only means that shard is checked by loading it, not by its hash).
+    """
+    shards = {**_read_manifest(folder).get("shards", {}), **records}
+    shards = {name: shards[name] for name in sorted(shards) if (folder / name).exists()}
+    manifest = {**payload, "n_shards": n_shards, "shards": shards}
     write_json_atomic(folder / "manifest.json", manifest, indent=1, default=str)
+
+
+def _load_shard(folder: Path, k: int, record: dict | None, device) -> Moments | None:
+    """Shard ``k`` if it is there and whole; a corrupt one is named, moved aside, None."""
+    path = _shard_path(folder, k)
+    if not path.exists():
+        return None
+    try:
+        check_record(path, record)
+        return Moments.load(path, device=device)
+    except (OSError, ValueError) as err:
+        move_aside(path, str(err), "recomputing that shard", stacklevel=4)
+        return None
 
 
 # ====================================================================== public API
@@ -867,7 +904,9 @@ def extract_moments(
         tokenizer; the texts; layers, pooling, subword, max_length, padding mode,
         lowercase, shard_size, device type, autocast dtype, ``cache_key_extra``)
         loads finished shards and computes only the missing ones, so an interrupted run
-        resumes. Shards are written atomically; ``manifest.json`` lists the key fields.
+        resumes. Shards are written atomically; ``manifest.json`` lists the key fields
+        and each shard's size and sha256, checked when the shard is read: a corrupt or
+        truncated shard is named in a warning, moved aside (``.corrupt``) and recomputed.
     cache_key_extra : str, int, float, bool, None, array, tensor, or list/tuple/dict of these
         Anything else that should separate cache entries (e.g. a corpus version), hashed
         by content: arrays by bytes, dtype and shape. Other types raise ``TypeError``
@@ -938,9 +977,10 @@ def extract_moments(
         }
         key, payload = _cache_key(plan, fields)
         folder = cache_dir("acts", key)
+        records = _read_manifest(folder).get("shards", {})
         for k in range(n_shards):
-            if _shard_path(folder, k).exists():
-                shards[k] = Moments.load(_shard_path(folder, k), device=plan.device)
+            name = _shard_path(folder, k).name
+            shards[k] = _load_shard(folder, k, records.get(name), plan.device)
     todo = [k for k in range(n_shards) if shards[k] is None]
     bar = _progress(int(sum(len(shard_ids[k]) for k in todo)), progress, "extract")
     try:
@@ -948,9 +988,8 @@ def extract_moments(
             batches = _pooled_batches(plan, shard_ids[k], batch_size, bar)
             shards[k] = _accumulate(batches, plan.device)
             if folder is not None:
-                _save_shard(shards[k], folder, k)
-                done = [j for j in range(n_shards) if shards[j] is not None]
-                _write_manifest(folder, payload, n_shards, done)
+                record = _save_shard(shards[k], folder, k)
+                _write_manifest(folder, payload, n_shards, {_shard_path(folder, k).name: record})
     finally:
         bar.close()
     merged = Moments.merge_all(shards)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -468,6 +470,37 @@ def test_content_hash_separates_types_and_orders():
     assert h({"a": 1, "b": 2}) == h({"b": 2, "a": 1})
     assert len({h(1), h(1.0), h(True), h("1"), h([1]), h((1,)), h(None)}) == 7
     assert h(np.zeros((2, 3))) != h(np.zeros((3, 2)))
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "manifest"])
+def test_corrupt_shard_is_named_moved_aside_and_recomputed(tiny, monkeypatch, damage):
+    pairs = {"gpt2": tiny["gpt2"]}
+    kw = dict(shard_size=4, layers=[0, 2], **KW)
+    reference = extract_moments(pairs, TEXTS, **kw)
+    (folder,) = [p.parent for p in Path(os.environ["LMSIM_CACHE"]).rglob("manifest.json")]
+    shard = folder / "shard_00001.safetensors"
+    data = bytearray(shard.read_bytes())
+    if damage == "truncate":
+        shard.write_bytes(data[: len(data) // 2])
+        pattern = r"shard_00001\.safetensors has \d+ bytes, \d+ were written"
+    elif damage == "flip":  # same size, one bit of a float changed: only the hash sees it
+        data[-3] ^= 0x01
+        shard.write_bytes(bytes(data))
+        pattern = r"shard_00001\.safetensors's sha256 differs"
+    else:  # no records to check against: the file itself must still load cleanly
+        (folder / "manifest.json").write_text("{not json")
+        shard.write_bytes(data[:100])
+        pattern = r"manifest\.json"
+    calls = _count_forwards(monkeypatch)
+    with pytest.warns(UserWarning, match=pattern) as record:
+        again = extract_moments(pairs, TEXTS, **kw)
+    assert any("shard_00001" in str(w.message) for w in record)
+    assert sum(calls) == 4, "only the damaged shard is recomputed"
+    assert (folder / "shard_00001.safetensors.corrupt").is_file()
+    torch.testing.assert_close(again.cov(again.names), reference.cov(reference.names))
+    calls.clear()
+    extract_moments(pairs, TEXTS, **kw)  # the recomputed shard and its record are good
+    assert calls == []
 
 
 # ---------------------------------------------------------------------- errors

@@ -121,3 +121,102 @@ def test_tiny_model_builds_are_identical_across_fresh_caches(tmp_path, monkeypat
     ).stdout
     assert len(lines) == 4
     assert lines == [line for line in fresh.splitlines() if line.startswith("tiny-")]
+
+
+# ----------------------------------------------------------------- corrupt cache entries
+
+
+def _truncate(path: Path, keep: float = 0.5) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: int(len(data) * keep)])
+
+
+def test_moments_load_refuses_metadata_that_disagree_with_tensors(tmp_path):
+    import json
+
+    import numpy as np
+    from safetensors.torch import save_file
+
+    from lmsim.moments import Moments
+
+    rng = np.random.default_rng(0)
+    mom = Moments.from_arrays({"a": rng.normal(size=(20, 3)), "b": rng.normal(size=(20, 2))})
+    good = tmp_path / "good.safetensors"
+    mom.save(good)
+    assert Moments.load(good).n == 20
+    tensors = {"mean": mom._mean, "comoment": mom._comoment}
+    cases = {
+        "widths.safetensors": ({"n": "20", "dims": json.dumps([["a", 2], ["b", 3]])}, None),
+        "sum.safetensors": ({"n": "20", "dims": json.dumps([["a", 3], ["b", 3]])}, "sum to 6"),
+        "square.safetensors": (
+            {"n": "20", "dims": json.dumps([["a", 3], ["b", 2]])},
+            "not \\(5, 5\\)",
+        ),
+        "count.safetensors": ({"n": "-4", "dims": json.dumps([["a", 3], ["b", 2]])}, "negative"),
+        "nodims.safetensors": ({"n": "20"}, "metadata 'dims'/'n'"),
+    }
+    for name, (meta, pattern) in cases.items():
+        data = dict(tensors)
+        if name == "square.safetensors":
+            data["comoment"] = mom._comoment[:, :4].contiguous()
+        save_file(data, str(tmp_path / name), metadata=meta)
+        if pattern is None:  # same total width, other split: undetectable, loads
+            assert Moments.load(tmp_path / name).dims == {"a": 2, "b": 3}
+            continue
+        with pytest.raises(ValueError, match=rf"{name}.*{pattern}"):
+            Moments.load(tmp_path / name)
+    _truncate(good)
+    with pytest.raises(ValueError, match=r"good\.safetensors is not a readable moments file"):
+        Moments.load(good)
+
+
+def test_truncated_cached_tiny_model_is_rebuilt():
+    from lmsim.models import load_model, model_dir
+
+    model, _ = load_model("tiny-bert", device="cpu")
+    # Copies: the loaded tensors may be memory-mapped from the file truncated below.
+    reference = {k: v.clone() for k, v in model.state_dict().items()}
+    del model
+    weights = model_dir("tiny-bert") / "model.safetensors"
+    _truncate(weights)
+    with pytest.warns(UserWarning, match=r"tiny-bert.*model\.safetensors has \d+ bytes"):
+        again, _ = load_model("tiny-bert", device="cpu")
+    assert (weights.parent.parent / "tiny-bert.corrupt").is_dir()
+    for key, value in again.state_dict().items():
+        assert torch.equal(value, reference[key]), key
+
+
+@pytest.mark.parametrize("damage", ["zoo.json", "model.safetensors"])
+def test_damaged_zoo_model_is_named_moved_aside_and_rebuilt(damage):
+    import dataclasses
+
+    from safetensors.torch import load_file
+
+    prof = dataclasses.replace(TINY, name="damage", steps=2)
+    path = zoo.build_model("mlm-s0", prof, progress=False)
+    before = {k: v.clone() for k, v in load_file(path / "model.safetensors").items()}
+    _truncate(path / damage)
+    with pytest.warns(UserWarning, match=rf"corrupt cache entry .*mlm-s0.*{damage}"):
+        again = zoo.model_dir("mlm-s0", prof)
+    assert again == path and (path.parent / "mlm-s0.corrupt").is_dir()
+    after = load_file(path / "model.safetensors")
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    assert zoo.model_facts("mlm-s0", prof)["steps"] == 2
+
+
+def test_unreadable_zoo_tokenizer_is_rebuilt():
+    from lmsim.zoo.text import tokenizer_dir
+
+    prof = dataclasses_replace_tiny(vocab_size=200)
+    path = tokenizer_dir(prof)
+    good = (path / "tokenizer.json").read_bytes()
+    _truncate(path / "tokenizer.json")
+    with pytest.warns(UserWarning, match=r"tokenizer.*moved it to tokenizer\.corrupt"):
+        assert tokenizer_dir(prof) == path
+    assert (path / "tokenizer.json").read_bytes() == good
+
+
+def dataclasses_replace_tiny(**changes):
+    import dataclasses
+
+    return dataclasses.replace(TINY, **changes)
