@@ -43,6 +43,8 @@ import contextlib
 import copy
 import hashlib
 import json
+import os
+import socket
 import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -827,6 +829,56 @@ def _write_manifest(folder: Path, payload: dict, n_shards: int, records: dict) -
     write_json_atomic(folder / "manifest.json", manifest, indent=1, default=str)
 
 
+_CLAIM_POLL_S = 0.5
+
+
+def _claim_shard(folder: Path, k: int) -> Path | None:
+    """Claim shard ``k`` for this process: its lock file, or None when a live process
+    holds it.
+
+    The lock (``shard_NNNNN.lock``, holding ``pid host``) is created with
+    ``O_CREAT | O_EXCL``, atomic on local and NFSv3+ file systems, so two processes never
+    compute the same shard. A lock whose pid is dead on this host is stale (a killed run)
+    and taken over: renamed away first (atomic, so one taker wins), then claimed afresh.
+    Locks of other hosts are waited for.
+    """
+    lock = folder / f"shard_{k:05d}.lock"
+    mine = f"{os.getpid()} {socket.gethostname()}"
+    for _attempt in range(3):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            try:
+                pid_text, _, host = lock.read_text().partition(" ")
+            except FileNotFoundError:
+                continue  # released meanwhile: try again
+            if host.strip() != socket.gethostname() or not pid_text.isdigit():
+                return None
+            if _pid_alive(int(pid_text)):
+                return None
+            stale = lock.with_name(f"{lock.name}.stale{os.getpid()}")
+            try:
+                os.replace(lock, stale)
+                stale.unlink(missing_ok=True)
+            except FileNotFoundError:
+                pass
+            continue
+        with os.fdopen(fd, "w") as handle:
+            handle.write(mine)
+        return lock
+    return None
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, owned by someone else
+    return True
+
+
 def _load_shard(folder: Path, k: int, record: dict | None, device) -> Moments | None:
     """Shard ``k`` if it is there and whole; a corrupt one is named, moved aside, None."""
     path = _shard_path(folder, k)
@@ -907,6 +959,9 @@ def extract_moments(
         resumes. Shards are written atomically; ``manifest.json`` lists the key fields
         and each shard's size and sha256, checked when the shard is read: a corrupt or
         truncated shard is named in a warning, moved aside (``.corrupt``) and recomputed.
+        Concurrent calls with the same key split the work: each shard is claimed with a
+        lock file (``O_CREAT | O_EXCL``, holding the pid) before it is computed, others
+        wait for it and load it; a lock left by a dead process is taken over.
     cache_key_extra : str, int, float, bool, None, array, tensor, or list/tuple/dict of these
         Anything else that should separate cache entries (e.g. a corpus version), hashed
         by content: arrays by bytes, dtype and shape. Other types raise ``TypeError``
@@ -981,15 +1036,37 @@ def extract_moments(
         for k in range(n_shards):
             name = _shard_path(folder, k).name
             shards[k] = _load_shard(folder, k, records.get(name), plan.device)
-    todo = [k for k in range(n_shards) if shards[k] is None]
-    bar = _progress(int(sum(len(shard_ids[k]) for k in todo)), progress, "extract")
+    pending = [k for k in range(n_shards) if shards[k] is None]
+    bar = _progress(int(sum(len(shard_ids[k]) for k in pending)), progress, "extract")
     try:
-        for k in todo:
-            batches = _pooled_batches(plan, shard_ids[k], batch_size, bar)
-            shards[k] = _accumulate(batches, plan.device)
-            if folder is not None:
-                record = _save_shard(shards[k], folder, k)
-                _write_manifest(folder, payload, n_shards, {_shard_path(folder, k).name: record})
+        while pending:
+            waiting = []
+            for k in pending:
+                claim = _claim_shard(folder, k) if folder is not None else None
+                if folder is not None and claim is None:
+                    waiting.append(k)  # another live process is computing it
+                    continue
+                try:
+                    if folder is not None:  # finished by another process since we looked?
+                        record = _read_manifest(folder).get("shards", {})
+                        shards[k] = _load_shard(
+                            folder, k, record.get(_shard_path(folder, k).name), plan.device
+                        )
+                    if shards[k] is None:
+                        batches = _pooled_batches(plan, shard_ids[k], batch_size, bar)
+                        shards[k] = _accumulate(batches, plan.device)
+                        if folder is not None:
+                            record = _save_shard(shards[k], folder, k)
+                            name = _shard_path(folder, k).name
+                            _write_manifest(folder, payload, n_shards, {name: record})
+                    else:
+                        bar.update(len(shard_ids[k]))
+                finally:
+                    if claim is not None:
+                        claim.unlink(missing_ok=True)
+            if waiting:
+                time.sleep(_CLAIM_POLL_S)
+            pending = waiting
     finally:
         bar.close()
     merged = Moments.merge_all(shards)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -501,6 +502,71 @@ def test_corrupt_shard_is_named_moved_aside_and_recomputed(tiny, monkeypatch, da
     calls.clear()
     extract_moments(pairs, TEXTS, **kw)  # the recomputed shard and its record are good
     assert calls == []
+
+
+def test_concurrent_extractions_of_one_key_compute_each_shard_once(tiny, monkeypatch):
+    """Two callers at once (threads here; the claim is a lock file, so processes too)."""
+    import threading
+
+    pairs = {"gpt2": tiny["gpt2"]}
+    kw = dict(shard_size=2, layers=[2], **KW)
+    real, computed, lock = ex._accumulate, [], threading.Lock()
+
+    def slow_accumulate(batches, device):
+        batches = list(batches)
+        with lock:
+            computed.append(tuple(int(i) for b, _ in batches for i in b))
+        time.sleep(0.3)  # long enough for the other caller to reach the same shard
+        return real(batches, device)
+
+    monkeypatch.setattr(ex, "_accumulate", slow_accumulate)
+    monkeypatch.setattr(ex, "_CLAIM_POLL_S", 0.05)
+    results = [None, None]
+
+    def work(i):
+        results[i] = extract_moments(pairs, TEXTS, **kw)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(computed) == 5 == len(set(computed)), "each of the 5 shards computed once"
+    torch.testing.assert_close(results[0].cov(results[0].names), results[1].cov(results[1].names))
+    assert not list(Path(os.environ["LMSIM_CACHE"]).rglob("*.lock"))
+
+
+def test_stale_shard_lock_of_a_dead_process_is_taken_over(tiny):
+    import socket
+    import subprocess
+    import sys
+
+    pairs = {"gpt2": tiny["gpt2"]}
+    kw = dict(shard_size=4, layers=[2], **KW)
+    reference = extract_moments(pairs, TEXTS, cache=False, **kw)
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    pid = int(dead.stdout)
+    # Every shard is found claimed by a process that has exited (a killed run).
+    real_claim = ex._claim_shard
+    folders = []
+
+    def spy(folder, k):
+        folders.append(folder)
+        (folder / f"shard_{k:05d}.lock").write_text(f"{pid} {socket.gethostname()}")
+        return real_claim(folder, k)
+
+    ex._claim_shard = spy
+    try:
+        got = extract_moments(pairs, TEXTS, **kw)
+    finally:
+        ex._claim_shard = real_claim
+    assert len(set(folders)) == 1 and not list(folders[0].glob("*.lock*"))
+    torch.testing.assert_close(got.cov(got.names), reference.cov(reference.names))
 
 
 # ---------------------------------------------------------------------- errors
