@@ -242,6 +242,13 @@ def _resolve_layers(spec, name: str, n_layers: int) -> list[int]:
     valid = (
         f"0..{n_layers} (0 = embeddings; negative indices -{n_layers + 1}..-1 count from the end)"
     )
+    if isinstance(spec, (bool, np.bool_)):
+        raise TypeError(
+            f"`layers` must be 'all', 'last', an int or a list of ints, got the bool {spec!r} "
+            "(a bool is not a layer index)"
+        )
+    if isinstance(spec, str) and spec not in ("all", "last"):
+        raise ValueError(f"`layers` must be 'all', 'last' or a list of ints, got {spec!r}")
     if spec == "all":
         return list(range(n_layers + 1))
     if spec == "last":
@@ -254,8 +261,10 @@ def _resolve_layers(spec, name: str, n_layers: int) -> list[int]:
         )
     out = []
     for layer in spec:
-        if not isinstance(layer, (int, np.integer)) or isinstance(layer, bool):
-            raise ValueError(f"`layers` entries must be ints, got {layer!r}")
+        if not isinstance(layer, (int, np.integer)) or isinstance(layer, (bool, np.bool_)):
+            raise TypeError(
+                f"`layers` entries must be ints, got {layer!r} ({type(layer).__name__})"
+            )
         if not -(n_layers + 1) <= layer <= n_layers:
             raise ValueError(
                 f"layer {layer} does not exist in model {name!r}; valid layers are {valid}"
@@ -275,8 +284,20 @@ def _prepare(models, layers, max_length, device, dtype, zoo_profile="default") -
         n_layers = _n_layers(model)
         limit = _max_positions(model, tokenizer)
         if max_length is not None:
-            if not isinstance(max_length, (int, np.integer)) or max_length < 1:
+            if (
+                not isinstance(max_length, (int, np.integer))
+                or isinstance(max_length, bool)
+                or max_length < 1
+            ):
                 raise ValueError(f"`max_length` must be a positive int, got {max_length!r}")
+            n_special = _n_special_tokens(tokenizer)
+            if max_length <= n_special:
+                # transformers ignores such a max_length (BERT) or keeps only <s> (Llama)
+                raise ValueError(
+                    f"`max_length`={max_length} leaves no room for text: model {name!r}'s "
+                    f"tokenizer adds {n_special} special token(s) to every text; pass "
+                    f"max_length >= {n_special + 1}"
+                )
             if max_length > limit:
                 raise ValueError(
                     f"`max_length`={max_length} exceeds model {name!r}'s maximum of {limit} "
@@ -296,6 +317,14 @@ def _prepare(models, layers, max_length, device, dtype, zoo_profile="default") -
             )
         )
     return runs
+
+
+def _n_special_tokens(tokenizer) -> int:
+    count = getattr(tokenizer, "num_special_tokens_to_add", None)
+    try:
+        return int(count(pair=False)) if callable(count) else 0
+    except Exception:  # noqa: BLE001 - a tokenizer without this notion adds none we know of
+        return 0
 
 
 def _model_device(model: nn.Module) -> torch.device:
@@ -356,6 +385,15 @@ def _check_texts(texts, pooling: str) -> list:
             raise TypeError(
                 f"pooling={pooling!r} needs `texts` as a list of strings; texts[{i}] is "
                 f"{type(text).__name__} (use pooling='word' for lists of words)"
+            )
+    if pooling != "word":
+        empty = [i for i, text in enumerate(texts) if not text.strip()]
+        if empty:
+            # An empty text would be pooled from the special tokens alone: a row that
+            # describes the tokenizer, not the text.
+            raise ValueError(
+                f"texts[{empty[0]}] is empty or whitespace ({len(empty)} of {len(texts)} "
+                "texts are): drop them first, e.g. [t for t in texts if t.strip()]"
             )
     return texts
 
@@ -434,6 +472,11 @@ def _encode(
             raise ValueError(
                 f"texts[{i}] produced zero tokens with model {run.name!r}'s tokenizer: "
                 "drop empty texts or use a tokenizer that adds special tokens"
+            )
+        if n > run.max_length:
+            raise ValueError(
+                f"model {run.name!r}'s tokenizer returned {n} tokens for texts[{i}] although "
+                f"max_length={run.max_length}: it does not truncate as asked; raise max_length"
             )
         if pooling == "mean":
             denom = run.max_length if paper_compat_padding else n

@@ -581,7 +581,7 @@ def test_bad_inputs_raise_clear_errors(tiny):
     pair = {"gpt2": tiny["gpt2"]}
     with pytest.raises(ValueError, match="`texts` is empty"):
         extract_moments(pair, [], **KW)
-    with pytest.raises(ValueError, match=r"texts\[1\] produced zero tokens"):
+    with pytest.raises(ValueError, match=r"texts\[1\] is empty"):
         extract_activations(pair, ["the cat", ""], **KW)
     with pytest.raises(ValueError, match="exceeds model 'gpt2'.s maximum of 64"):
         extract_activations(pair, TEXTS, max_length=65, **KW)
