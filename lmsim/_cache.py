@@ -15,8 +15,31 @@ def cache_dir(*parts: str) -> Path:
     ----------
     *parts : str
         Sub-folders below the root, e.g. ``cache_dir("zoo", "default")``.
+
+    Raises
+    ------
+    NotADirectoryError, PermissionError
+        The root is a file or not writable; the message names ``LMSIM_CACHE`` and the fix.
     """
+    from_env = "LMSIM_CACHE" in os.environ
     root = Path(os.environ.get("LMSIM_CACHE", Path.home() / ".cache" / "lmsim"))
     path = root.joinpath(*parts)
-    path.mkdir(parents=True, exist_ok=True)
+    source = "$LMSIM_CACHE" if from_env else "the default cache (~/.cache/lmsim)"
+    fix = "set LMSIM_CACHE to a writable folder (e.g. export LMSIM_CACHE=/tmp/lmsim-cache)"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise NotADirectoryError(
+            f"the lmsim cache {str(root)!r} ({source}) is not a folder: "
+            f"{str(path)!r} cannot be created below a file; {fix}"
+        ) from None
+    except PermissionError:
+        raise PermissionError(
+            f"the lmsim cache {str(root)!r} ({source}) is not writable: cannot create "
+            f"{str(path)!r}; {fix}"
+        ) from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise PermissionError(
+            f"the lmsim cache folder {str(path)!r} ({source}) is not writable; {fix}"
+        )
     return path

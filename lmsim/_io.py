@@ -1,19 +1,30 @@
-"""Atomic writes: a file or folder appears complete or not at all.
+"""Atomic writes: a file or folder appears complete or not at all; checked reads.
 
 The one helper for every cache writer of lmsim (models, zoo, data, extraction): write
-under a temporary name in the same folder, then ``os.replace`` into place.
+under a temporary name in the same folder, then ``os.replace`` into place. Readers check
+what they read against a :func:`file_record` (size and sha256) kept at write time and
+:func:`move_aside` what fails, so a corrupt entry is named once and recomputed.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
 import tempfile
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["atomic_dir", "write_atomic", "write_json_atomic"]
+__all__ = [
+    "atomic_dir",
+    "write_atomic",
+    "write_json_atomic",
+    "file_record",
+    "check_record",
+    "move_aside",
+]
 
 
 def write_atomic(path: Path, write: Callable[[Path], None]) -> None:
@@ -89,3 +100,58 @@ class atomic_dir:
         finally:
             shutil.rmtree(self.tmp, ignore_errors=True)
         return False
+
+
+def file_record(path: Path) -> dict:
+    """``{"size": bytes, "sha256": hex}`` of a file, to store at write time and check on read."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 22), b""):
+            digest.update(block)
+    return {"size": Path(path).stat().st_size, "sha256": digest.hexdigest()}
+
+
+def check_record(path: Path, record: dict | None) -> None:
+    """Raise ``ValueError`` naming ``path`` when it differs from ``record`` (size, then hash).
+
+    ``record`` None checks nothing (a file written before records were kept).
+    """
+    if not record:
+        return
+    size = Path(path).stat().st_size
+    if size != record.get("size"):
+        raise ValueError(f"{path} has {size} bytes, {record.get('size')} were written")
+    if file_record(path)["sha256"] != record.get("sha256"):
+        raise ValueError(f"{path}'s sha256 differs from the one recorded when it was written")
+
+
+def move_aside(path: Path, reason: str, then: str, stacklevel: int = 3) -> Path:
+    """Rename a corrupt cache file or folder to ``<name>.corrupt`` and warn, naming both.
+
+    Parameters
+    ----------
+    path : Path
+        The unreadable file or folder.
+    reason : str
+        What is wrong with it (the error it gave).
+    then : str
+        What happens instead, e.g. ``"recomputing it"``.
+
+    Returns
+    -------
+    Path
+        Where it now lies (kept for inspection; a later corruption replaces it).
+    """
+    path = Path(path)
+    aside = path.with_name(path.name + ".corrupt")
+    if aside.is_dir():
+        shutil.rmtree(aside, ignore_errors=True)
+    try:
+        os.replace(path, aside)
+    except FileNotFoundError:
+        pass  # another process moved it first
+    warnings.warn(
+        f"corrupt cache entry {path}: {reason}; moved it to {aside.name} and {then}",
+        stacklevel=stacklevel,
+    )
+    return aside

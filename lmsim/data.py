@@ -431,15 +431,19 @@ def read_conllu(path: str | os.PathLike) -> list[Sentence]:
     except Exception as err:  # conllu raises its own ParseException
         raise ValueError(f"{path}: could not parse CoNLL-U ({err})") from err
     sentences = []
-    for tokens in token_lists:
+    for index, tokens in enumerate(token_lists):
         words = [t for t in tokens if isinstance(t["id"], int)]
         if not words:
             continue
+        heads = [int(t["head"]) if t["head"] is not None else 0 for t in words]
+        sent_id = tokens.metadata.get("sent_id")
+        where = f"sentence #{index + 1}" + (f" (sent_id {sent_id})" if sent_id else "")
+        _check_tree(heads, path, where)
         sentences.append(
             Sentence(
                 words=[t["form"] for t in words],
                 upos=[t["upos"] for t in words],
-                heads=[int(t["head"]) if t["head"] is not None else 0 for t in words],
+                heads=heads,
                 deprels=[t["deprel"] for t in words],
                 silver=False,
             )
@@ -447,6 +451,32 @@ def read_conllu(path: str | os.PathLike) -> list[Sentence]:
     if not sentences:
         raise ValueError(f"{path}: no sentences found")
     return sentences
+
+
+def _check_tree(heads: list[int], path: Path, where: str) -> None:
+    """Raise ``ValueError`` unless ``heads`` (1-based, 0 = root) form a tree.
+
+    Every head must be 0 or a word of the sentence, and following heads from any word
+    must reach the root (no cycle). An unannotated HEAD column (``_``, read as 0) passes.
+    """
+    n = len(heads)
+    beyond = [(i + 1, h) for i, h in enumerate(heads) if not 0 <= h <= n]
+    if beyond:
+        word, head = beyond[0]
+        raise ValueError(
+            f"{path}: {where}: word {word} has HEAD {head}, beyond the sentence's {n} words; "
+            "fix the HEAD column (0 for the root)"
+        )
+    for start in range(1, n + 1):
+        seen, node = set(), start
+        while node != 0:
+            if node in seen:
+                raise ValueError(
+                    f"{path}: {where}: the heads of words {sorted(seen)} form a cycle that "
+                    "never reaches the root (HEAD 0); fix the HEAD column"
+                )
+            seen.add(node)
+            node = heads[node - 1]
 
 
 def _validate_conllu_lines(text: str, path: Path) -> None:

@@ -43,7 +43,10 @@ import contextlib
 import copy
 import hashlib
 import json
+import os
+import socket
 import time
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,7 +56,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from lmsim._io import write_atomic, write_json_atomic
+from lmsim._io import check_record, file_record, move_aside, write_atomic, write_json_atomic
 from lmsim._runtime import architecture, autocast_dtype, resolve_device
 from lmsim.blocks import block_name
 from lmsim.moments import Moments
@@ -71,7 +74,7 @@ __all__ = [
 POOLINGS = ("mean", "word", "token")
 SUBWORDS = ("last", "first", "mean")
 # Bump when the extraction semantics change: old cache folders are then never reused.
-_CACHE_VERSION = 1
+_CACHE_VERSION = 2
 
 
 # ====================================================================== hooks
@@ -239,6 +242,13 @@ def _resolve_layers(spec, name: str, n_layers: int) -> list[int]:
     valid = (
         f"0..{n_layers} (0 = embeddings; negative indices -{n_layers + 1}..-1 count from the end)"
     )
+    if isinstance(spec, (bool, np.bool_)):
+        raise TypeError(
+            f"`layers` must be 'all', 'last', an int or a list of ints, got the bool {spec!r} "
+            "(a bool is not a layer index)"
+        )
+    if isinstance(spec, str) and spec not in ("all", "last"):
+        raise ValueError(f"`layers` must be 'all', 'last' or a list of ints, got {spec!r}")
     if spec == "all":
         return list(range(n_layers + 1))
     if spec == "last":
@@ -251,8 +261,10 @@ def _resolve_layers(spec, name: str, n_layers: int) -> list[int]:
         )
     out = []
     for layer in spec:
-        if not isinstance(layer, (int, np.integer)) or isinstance(layer, bool):
-            raise ValueError(f"`layers` entries must be ints, got {layer!r}")
+        if not isinstance(layer, (int, np.integer)) or isinstance(layer, (bool, np.bool_)):
+            raise TypeError(
+                f"`layers` entries must be ints, got {layer!r} ({type(layer).__name__})"
+            )
         if not -(n_layers + 1) <= layer <= n_layers:
             raise ValueError(
                 f"layer {layer} does not exist in model {name!r}; valid layers are {valid}"
@@ -272,8 +284,20 @@ def _prepare(models, layers, max_length, device, dtype, zoo_profile="default") -
         n_layers = _n_layers(model)
         limit = _max_positions(model, tokenizer)
         if max_length is not None:
-            if not isinstance(max_length, (int, np.integer)) or max_length < 1:
+            if (
+                not isinstance(max_length, (int, np.integer))
+                or isinstance(max_length, bool)
+                or max_length < 1
+            ):
                 raise ValueError(f"`max_length` must be a positive int, got {max_length!r}")
+            n_special = _n_special_tokens(tokenizer)
+            if max_length <= n_special:
+                # transformers ignores such a max_length (BERT) or keeps only <s> (Llama)
+                raise ValueError(
+                    f"`max_length`={max_length} leaves no room for text: model {name!r}'s "
+                    f"tokenizer adds {n_special} special token(s) to every text; pass "
+                    f"max_length >= {n_special + 1}"
+                )
             if max_length > limit:
                 raise ValueError(
                     f"`max_length`={max_length} exceeds model {name!r}'s maximum of {limit} "
@@ -293,6 +317,14 @@ def _prepare(models, layers, max_length, device, dtype, zoo_profile="default") -
             )
         )
     return runs
+
+
+def _n_special_tokens(tokenizer) -> int:
+    count = getattr(tokenizer, "num_special_tokens_to_add", None)
+    try:
+        return int(count(pair=False)) if callable(count) else 0
+    except Exception:  # noqa: BLE001 - a tokenizer without this notion adds none we know of
+        return 0
 
 
 def _model_device(model: nn.Module) -> torch.device:
@@ -353,6 +385,15 @@ def _check_texts(texts, pooling: str) -> list:
             raise TypeError(
                 f"pooling={pooling!r} needs `texts` as a list of strings; texts[{i}] is "
                 f"{type(text).__name__} (use pooling='word' for lists of words)"
+            )
+    if pooling != "word":
+        empty = [i for i, text in enumerate(texts) if not text.strip()]
+        if empty:
+            # An empty text would be pooled from the special tokens alone: a row that
+            # describes the tokenizer, not the text.
+            raise ValueError(
+                f"texts[{empty[0]}] is empty or whitespace ({len(empty)} of {len(texts)} "
+                "texts are): drop them first, e.g. [t for t in texts if t.strip()]"
             )
     return texts
 
@@ -431,6 +472,11 @@ def _encode(
             raise ValueError(
                 f"texts[{i}] produced zero tokens with model {run.name!r}'s tokenizer: "
                 "drop empty texts or use a tokenizer that adds special tokens"
+            )
+        if n > run.max_length:
+            raise ValueError(
+                f"model {run.name!r}'s tokenizer returned {n} tokens for texts[{i}] although "
+                f"max_length={run.max_length}: it does not truncate as asked; raise max_length"
             )
         if pooling == "mean":
             denom = run.max_length if paper_compat_padding else n
@@ -641,29 +687,137 @@ def _progress(total: int, progress: bool, desc: str):
 
 
 # ====================================================================== cache
+# Full weight hashes are memoised per model object and invalidated by the parameters'
+# in-place version counters: a second extraction with the same model costs nothing, an
+# optimizer step or ``load_state_dict`` changes the key. (sha256 of a 110M-parameter BERT's
+# 440 MB took 0.3-1.2 s here, a fraction of loading it, so every byte is hashed.)
+_WEIGHT_HASHES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _tensor_bytes(x: torch.Tensor) -> memoryview:
+    x = x.detach().cpu().contiguous().reshape(-1)
+    return memoryview(x.view(torch.uint8).numpy())
+
+
+def _weights_hash(model: nn.Module) -> str:
+    """sha256 of every parameter and buffer of ``model``: names, dtypes, shapes and bytes."""
+    state = list(model.state_dict(keep_vars=True).items())
+    versions = tuple((k, v.data_ptr(), v._version, v.dtype, tuple(v.shape)) for k, v in state)
+    cached = _WEIGHT_HASHES.get(model)
+    if cached is not None and cached[0] == versions:
+        return cached[1]
+    digest = hashlib.sha256()
+    for name, tensor in state:
+        digest.update(f"{name}|{tensor.dtype}|{tuple(tensor.shape)}\n".encode())
+        digest.update(_tensor_bytes(tensor))
+    value = digest.hexdigest()
+    _WEIGHT_HASHES[model] = (versions, value)
+    return value
+
+
+def _tokenizer_hash(tokenizer) -> str:
+    """sha256 of everything that decides how ``tokenizer`` encodes a text.
+
+    A fast tokenizer's backend serialises its vocabulary, merges, normaliser,
+    pre-tokeniser, post-processor and added tokens (``to_str()``); a slow one is described
+    by its sorted vocabulary. Both add the transformers-side settings (special tokens,
+    padding and truncation side, ``model_max_length``).
+    """
+    digest = hashlib.sha256(type(tokenizer).__name__.encode())
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        digest.update(backend.to_str().encode())
+    elif hasattr(tokenizer, "get_vocab"):
+        vocab = sorted(tokenizer.get_vocab().items())
+        digest.update(json.dumps(vocab, ensure_ascii=False).encode())
+    else:
+        raise TypeError(
+            f"cannot fingerprint a tokenizer of type {type(tokenizer).__name__} for the "
+            "activation cache: it has neither `backend_tokenizer` nor `get_vocab()`; "
+            "pass cache=False"
+        )
+    settings = {
+        attr: getattr(tokenizer, attr, None)
+        for attr in ("padding_side", "truncation_side", "model_max_length")
+    }
+    settings["special"] = getattr(tokenizer, "special_tokens_map", None)
+    settings["added"] = sorted(getattr(tokenizer, "get_added_vocab", dict)().items())
+    digest.update(json.dumps(settings, sort_keys=True, default=str).encode())
+    return digest.hexdigest()
+
+
 def _model_fingerprint(run: _Run) -> dict:
-    """Name, revision, config hash and a cheap weight sample of a model: two random
-    models with the same config (different seeds) must not share a cache entry."""
+    """Content hashes of a model: its config, all of its weights and its tokenizer."""
     config = getattr(run.model, "config", None)
     config_json = config.to_json_string(use_diff=False) if config is not None else ""
-    weights = hashlib.sha256()
-    for pname, param in run.model.named_parameters():
-        weights.update(pname.encode())
-        sample = param.detach().reshape(-1)[:16].float().cpu().numpy()
-        weights.update(sample.tobytes())
     return {
         "name": run.name,
-        "revision": getattr(config, "_commit_hash", None),
         "config": hashlib.sha256(config_json.encode()).hexdigest(),
-        "weights": weights.hexdigest(),
-        "tokenizer": [
-            type(run.tokenizer).__name__,
-            getattr(run.tokenizer, "name_or_path", ""),
-            len(run.tokenizer) if hasattr(run.tokenizer, "__len__") else None,
-        ],
+        "weights": _weights_hash(run.model),
+        "tokenizer": _tokenizer_hash(run.tokenizer),
         "layers": run.layers,
         "max_length": run.max_length,
     }
+
+
+def _content_hash(value, path: str = "cache_key_extra") -> str:
+    """sha256 of ``value`` by content: arrays by bytes, dtype and shape; containers
+    recursively; str, int, float, bool and None by value (types kept apart: 1, 1.0, True
+    and "1" differ).
+
+    Raises
+    ------
+    TypeError
+        Anything else (its ``str`` may hide content, its ``repr`` may change per process),
+        naming where it sits in ``value``.
+    """
+    digest = hashlib.sha256()
+
+    def feed(x, where: str) -> None:
+        if x is None or isinstance(x, (bool, int, float, str)):
+            digest.update(f"{type(x).__name__}:{x!r};".encode())
+        elif isinstance(x, (np.integer, np.floating, np.bool_)):
+            feed(x.item(), where)
+        elif isinstance(x, (np.ndarray, torch.Tensor)):
+            if isinstance(x, np.ndarray):
+                if x.dtype.hasobject:
+                    raise TypeError(
+                        f"`{where}` is an object array, which cannot be hashed by content; "
+                        "convert it to a numeric or string array, or to a list"
+                    )
+                x = np.ascontiguousarray(x)
+                raw, dtype = x.tobytes(), str(x.dtype)
+            else:
+                raw, dtype = bytes(_tensor_bytes(x)), str(x.dtype).removeprefix("torch.")
+            digest.update(f"array:{dtype}:{tuple(x.shape)}:".encode())
+            digest.update(hashlib.sha256(raw).digest())
+        elif isinstance(x, Mapping):
+            digest.update(f"dict:{len(x)}{{".encode())
+            items = []
+            for k in x:
+                if not isinstance(k, (str, int, float, bool)) and k is not None:
+                    raise TypeError(
+                        f"`{where}` has a key of type {type(k).__name__}; use str or int keys"
+                    )
+                items.append((f"{type(k).__name__}:{k!r}", k))
+            for key_text, k in sorted(items, key=lambda kv: kv[0]):
+                digest.update(key_text.encode() + b"=")
+                feed(x[k], f"{where}[{k!r}]")
+            digest.update(b"}")
+        elif isinstance(x, (list, tuple)):
+            digest.update(f"{type(x).__name__}:{len(x)}[".encode())
+            for i, item in enumerate(x):
+                feed(item, f"{where}[{i}]")
+            digest.update(b"]")
+        else:
+            raise TypeError(
+                f"`{where}` is a {type(x).__name__}, which cannot be hashed by content (its "
+                "str/repr may hide data or change between processes); pass str, int, float, "
+                "bool, None, numpy arrays, torch tensors, or lists/tuples/dicts of these"
+            )
+
+    feed(value, path)
+    return digest.hexdigest()
 
 
 def _cache_key(plan: _Plan, fields: dict) -> tuple[str, dict]:
@@ -672,6 +826,8 @@ def _cache_key(plan: _Plan, fields: dict) -> tuple[str, dict]:
         "models": [_model_fingerprint(r) for r in plan.runs],
         "texts": _texts_fingerprint(plan.texts),
         "n_texts": len(plan.texts),
+        "device": plan.device.type,
+        "amp_dtype": str(plan.amp_dtype),
         **fields,
     }
     text = json.dumps(payload, sort_keys=True, default=str)
@@ -682,14 +838,101 @@ def _shard_path(folder: Path, k: int) -> Path:
     return folder / f"shard_{k:05d}.safetensors"
 
 
-def _save_shard(mom: Moments, folder: Path, k: int) -> None:
-    """Write a shard atomically: a crash leaves either the whole file or none."""
-    write_atomic(_shard_path(folder, k), mom.save)
+def _save_shard(mom: Moments, folder: Path, k: int) -> dict:
+    """Write a shard atomically (a crash leaves the whole file or none); return its record."""
+    path = _shard_path(folder, k)
+    write_atomic(path, mom.save)
+    return file_record(path)
 
 
-def _write_manifest(folder: Path, payload: dict, n_shards: int, done: list[int]) -> None:
-    manifest = {**payload, "n_shards": n_shards, "done": sorted(done)}
+def _read_manifest(folder: Path) -> dict:
+    """The folder's ``manifest.json``, or {} (an unreadable one is moved aside)."""
+    path = folder / "manifest.json"
+    if not path.exists():
+        return {}
+    try:
+        manifest = json.loads(path.read_text())
+        if not isinstance(manifest, dict):
+            raise ValueError("not a JSON object")
+        return manifest
+    except (OSError, ValueError) as err:
+        move_aside(path, f"{type(err).__name__}: {err}", "rewriting it", stacklevel=4)
+        return {}
+
+
+def _write_manifest(folder: Path, payload: dict, n_shards: int, records: dict) -> None:
+    """Merge ``records`` (shard file -> size and sha256) into the manifest on disk.
+
+    Another process may be adding shards of the same key: its records are kept (a record
+    lost to a race only means that shard is checked by loading it, not by its hash).
+    """
+    shards = {**_read_manifest(folder).get("shards", {}), **records}
+    shards = {name: shards[name] for name in sorted(shards) if (folder / name).exists()}
+    manifest = {**payload, "n_shards": n_shards, "shards": shards}
     write_json_atomic(folder / "manifest.json", manifest, indent=1, default=str)
+
+
+_CLAIM_POLL_S = 0.5
+
+
+def _claim_shard(folder: Path, k: int) -> Path | None:
+    """Claim shard ``k`` for this process: its lock file, or None when a live process
+    holds it.
+
+    The lock (``shard_NNNNN.lock``, holding ``pid host``) is created with
+    ``O_CREAT | O_EXCL``, atomic on local and NFSv3+ file systems, so two processes never
+    compute the same shard. A lock whose pid is dead on this host is stale (a killed run)
+    and taken over: renamed away first (atomic, so one taker wins), then claimed afresh.
+    Locks of other hosts are waited for.
+    """
+    lock = folder / f"shard_{k:05d}.lock"
+    mine = f"{os.getpid()} {socket.gethostname()}"
+    for _attempt in range(3):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            try:
+                pid_text, _, host = lock.read_text().partition(" ")
+            except FileNotFoundError:
+                continue  # released meanwhile: try again
+            if host.strip() != socket.gethostname() or not pid_text.isdigit():
+                return None
+            if _pid_alive(int(pid_text)):
+                return None
+            stale = lock.with_name(f"{lock.name}.stale{os.getpid()}")
+            try:
+                os.replace(lock, stale)
+                stale.unlink(missing_ok=True)
+            except FileNotFoundError:
+                pass
+            continue
+        with os.fdopen(fd, "w") as handle:
+            handle.write(mine)
+        return lock
+    return None
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, owned by someone else
+    return True
+
+
+def _load_shard(folder: Path, k: int, record: dict | None, device) -> Moments | None:
+    """Shard ``k`` if it is there and whole; a corrupt one is named, moved aside, None."""
+    path = _shard_path(folder, k)
+    if not path.exists():
+        return None
+    try:
+        check_record(path, record)
+        return Moments.load(path, device=device)
+    except (OSError, ValueError) as err:
+        move_aside(path, str(err), "recomputing that shard", stacklevel=4)
+        return None
 
 
 # ====================================================================== public API
@@ -752,12 +995,20 @@ def extract_moments(
         Lower-case texts (words) before tokenising.
     cache : bool
         Keep per-shard moments on disk under ``lmsim._cache.cache_dir("acts", key)``; a
-        rerun with the same key (models and their weights, texts, layers, pooling,
-        subword, max_length, padding mode, lowercase, shard_size, ``cache_key_extra``)
+        rerun with the same key (content hashes of each model's config, weights and
+        tokenizer; the texts; layers, pooling, subword, max_length, padding mode,
+        lowercase, shard_size, device type, autocast dtype, ``cache_key_extra``)
         loads finished shards and computes only the missing ones, so an interrupted run
-        resumes. Shards are written atomically; ``manifest.json`` lists the key fields.
-    cache_key_extra : JSON-serialisable, optional
-        Anything else that should separate cache entries (e.g. a corpus version).
+        resumes. Shards are written atomically; ``manifest.json`` lists the key fields
+        and each shard's size and sha256, checked when the shard is read: a corrupt or
+        truncated shard is named in a warning, moved aside (``.corrupt``) and recomputed.
+        Concurrent calls with the same key split the work: each shard is claimed with a
+        lock file (``O_CREAT | O_EXCL``, holding the pid) before it is computed, others
+        wait for it and load it; a lock left by a dead process is taken over.
+    cache_key_extra : str, int, float, bool, None, array, tensor, or list/tuple/dict of these
+        Anything else that should separate cache entries (e.g. a corpus version), hashed
+        by content: arrays by bytes, dtype and shape. Other types raise ``TypeError``
+        (their ``str`` may hide data, their ``repr`` may change between processes).
     shard_size : int
         Texts per shard: consecutive texts in the original order, so shards are
         contiguous pieces of the corpus (what the LMD chapter bootstraps over).
@@ -789,6 +1040,7 @@ def extract_moments(
     """
     if not isinstance(shard_size, (int, np.integer)) or shard_size < 1:
         raise ValueError(f"`shard_size` must be a positive int, got {shard_size!r}")
+    extra_hash = _content_hash(cache_key_extra) if cache else None  # refuse early
     plan = _plan(
         models,
         texts,
@@ -819,23 +1071,45 @@ def extract_moments(
             "paper_compat_padding": bool(paper_compat_padding),
             "lowercase": bool(lowercase),
             "shard_size": int(shard_size),
-            "cache_key_extra": cache_key_extra,
+            "cache_key_extra": extra_hash,
         }
         key, payload = _cache_key(plan, fields)
         folder = cache_dir("acts", key)
+        records = _read_manifest(folder).get("shards", {})
         for k in range(n_shards):
-            if _shard_path(folder, k).exists():
-                shards[k] = Moments.load(_shard_path(folder, k), device=plan.device)
-    todo = [k for k in range(n_shards) if shards[k] is None]
-    bar = _progress(int(sum(len(shard_ids[k]) for k in todo)), progress, "extract")
+            name = _shard_path(folder, k).name
+            shards[k] = _load_shard(folder, k, records.get(name), plan.device)
+    pending = [k for k in range(n_shards) if shards[k] is None]
+    bar = _progress(int(sum(len(shard_ids[k]) for k in pending)), progress, "extract")
     try:
-        for k in todo:
-            batches = _pooled_batches(plan, shard_ids[k], batch_size, bar)
-            shards[k] = _accumulate(batches, plan.device)
-            if folder is not None:
-                _save_shard(shards[k], folder, k)
-                done = [j for j in range(n_shards) if shards[j] is not None]
-                _write_manifest(folder, payload, n_shards, done)
+        while pending:
+            waiting = []
+            for k in pending:
+                claim = _claim_shard(folder, k) if folder is not None else None
+                if folder is not None and claim is None:
+                    waiting.append(k)  # another live process is computing it
+                    continue
+                try:
+                    if folder is not None:  # finished by another process since we looked?
+                        record = _read_manifest(folder).get("shards", {})
+                        shards[k] = _load_shard(
+                            folder, k, record.get(_shard_path(folder, k).name), plan.device
+                        )
+                    if shards[k] is None:
+                        batches = _pooled_batches(plan, shard_ids[k], batch_size, bar)
+                        shards[k] = _accumulate(batches, plan.device)
+                        if folder is not None:
+                            record = _save_shard(shards[k], folder, k)
+                            name = _shard_path(folder, k).name
+                            _write_manifest(folder, payload, n_shards, {name: record})
+                    else:
+                        bar.update(len(shard_ids[k]))
+                finally:
+                    if claim is not None:
+                        claim.unlink(missing_ok=True)
+            if waiting:
+                time.sleep(_CLAIM_POLL_S)
+            pending = waiting
     finally:
         bar.close()
     merged = Moments.merge_all(shards)

@@ -26,7 +26,7 @@ from urllib.parse import urlparse
 import torch
 
 from lmsim._cache import cache_dir
-from lmsim._io import atomic_dir
+from lmsim._io import atomic_dir, move_aside
 from lmsim._packages import package_dir
 from lmsim._runtime import (
     architecture,
@@ -84,7 +84,7 @@ LEGACY_HUB_IDS: dict[str, str] = {
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 _TINY_KINDS = ("bert", "gpt2", "llama")
 # Bump when the tiny builders change, so stale cached builds are rebuilt.
-_TINY_BUILD_VERSION = 1
+_TINY_BUILD_VERSION = 2
 _SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
@@ -108,7 +108,12 @@ def _ascii_alphabet() -> list[str]:
 
 
 def _train_tiny_tokenizer(kind: str, vocab_size: int):
-    """Train a WordPiece (BERT) or byte-level BPE (GPT-2, Llama) tokenizer in memory."""
+    """A WordPiece (BERT) or byte-level BPE (GPT-2, Llama) tokenizer, built in memory.
+
+    Both are deterministic: the WordPiece vocabulary comes from
+    :func:`lmsim.zoo.text.wordpiece_vocab` (word counts, ties broken alphabetically), the
+    BPE merges from ``tokenizers``' ``BpeTrainer`` (whose ties are broken by the pair).
+    """
     from tokenizers import (
         Tokenizer,
         decoders,
@@ -122,16 +127,27 @@ def _train_tiny_tokenizer(kind: str, vocab_size: int):
 
     corpus = _tokenizer_corpus()
     if kind == "bert":
-        specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-        tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-        tok.normalizer = normalizers.BertNormalizer(lowercase=True)
-        tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-        # Every printable ASCII character is in the alphabet, so any ASCII word splits into
-        # known pieces and [UNK] is rare on real text (PTB).
-        trainer = trainers.WordPieceTrainer(
-            vocab_size=vocab_size, special_tokens=specials, initial_alphabet=_ascii_alphabet()
-        )
-        tok.train_from_iterator(corpus, trainer)
+        from lmsim.zoo.text import SPECIAL_TOKENS as specials
+        from lmsim.zoo.text import wordpiece_vocab
+
+        normalizer = normalizers.BertNormalizer(lowercase=True)
+        pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        counts: dict[str, int] = {}
+        for line in corpus:
+            for word, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(line)):
+                counts[word] = counts.get(word, 0) + 1
+        # Every printable ASCII character starts a piece (single characters are never
+        # kept as words), so any ASCII word splits into known pieces and [UNK] is rare on
+        # real text (PTB). The vocabulary is built deterministically (ties broken
+        # alphabetically): tokenizers' WordPieceTrainer breaks ties between equally
+        # frequent merges in hash-map order, so each fresh build got another vocabulary.
+        for char in _ascii_alphabet():
+            counts.setdefault(char, 0)
+        vocab = wordpiece_vocab(counts, vocab_size)
+        tok = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
+        tok.normalizer = normalizer
+        tok.pre_tokenizer = pre_tokenizer
+        tok.add_special_tokens(specials)
         cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
         tok.post_processor = processors.TemplateProcessing(
             single="[CLS] $A [SEP]",
@@ -282,23 +298,46 @@ def _atomic_build(name: str, build, marker: dict) -> Path:
     """Return ``cache_dir("models")/name``, building it first in a temp dir if absent or stale.
 
     ``build(tmp_path)`` writes the model; the temp dir is renamed into place so an interrupted
-    build never leaves a half directory. ``marker`` is stored as ``lmsim_build.json`` and a
-    directory whose marker differs is rebuilt.
+    build never leaves a half directory. ``marker`` is stored as ``lmsim_build.json`` with
+    the size of every file written; a directory whose marker differs is rebuilt, and one
+    whose files are missing or of another size (truncated, half-copied) is named in a
+    warning, moved aside (``<name>.corrupt``) and rebuilt.
     """
     target = cache_dir("models") / name
+    marker_path = target / "lmsim_build.json"
 
-    def is_current() -> bool:
+    def problem() -> str | None:
+        """None when the cached build is current and whole, else what is wrong."""
         try:
-            return json.loads((target / "lmsim_build.json").read_text()) == marker
-        except (OSError, ValueError):
-            return False
+            stored = json.loads(marker_path.read_text())
+        except FileNotFoundError:
+            return "absent"
+        except (OSError, ValueError) as err:
+            return f"unreadable {marker_path.name} ({err})"
+        if stored == marker:
+            return None  # written before sizes were recorded
+        if not isinstance(stored, dict) or stored.get("marker") != marker:
+            return "stale"
+        for file, size in stored.get("sizes", {}).items():
+            path = target / file
+            if not path.is_file():
+                return f"{path} is missing"
+            if path.stat().st_size != size:
+                return f"{path} has {path.stat().st_size} bytes, {size} were written"
+        return None
 
-    if is_current():
+    found = problem()
+    if found is None:
         return target
+    if found not in ("absent", "stale"):
+        move_aside(target, found, "rebuilding it", stacklevel=4)
     # A stale build is moved aside and replaced (two concurrent builds write the same bytes).
     with atomic_dir(target, replace=True) as tmp:
         build(tmp)
-        (tmp / "lmsim_build.json").write_text(json.dumps(marker))
+        sizes = {
+            str(p.relative_to(tmp)): p.stat().st_size for p in sorted(tmp.rglob("*")) if p.is_file()
+        }
+        (tmp / "lmsim_build.json").write_text(json.dumps({"marker": marker, "sizes": sizes}))
     return target
 
 

@@ -351,17 +351,67 @@ class Moments:
 
     @classmethod
     def load(cls, path: str | Path, device: str | torch.device = "cpu") -> Moments:
-        """Load moments saved by :meth:`save`."""
+        """Load moments saved by :meth:`save`, checking that the file is whole.
+
+        Raises
+        ------
+        FileNotFoundError
+            ``path`` does not exist.
+        ValueError
+            The file is not a readable safetensors file (truncated, corrupt), or its
+            metadata disagree with its tensors (block widths summing to another length
+            than ``mean``, a co-moment that is not ``D x D``, a negative or non-integer
+            count, non-finite values); the message names the file.
+        """
         import json
 
         from safetensors import safe_open
 
-        with safe_open(str(path), framework="pt") as handle:
-            meta = handle.metadata()
-            mean = handle.get_tensor("mean")
-            comoment = handle.get_tensor("comoment")
-        out = cls(dict(json.loads(meta["dims"])), device=device)
-        out.n = int(meta["n"])
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"no moments file at {path}")
+        try:
+            with safe_open(str(path), framework="pt") as handle:
+                meta = handle.metadata() or {}
+                keys = set(handle.keys())
+                if not {"mean", "comoment"} <= keys:
+                    raise ValueError(f"tensors {sorted(keys)} lack 'mean' and 'comoment'")
+                mean = handle.get_tensor("mean")
+                comoment = handle.get_tensor("comoment")
+        except Exception as err:  # noqa: BLE001 - safetensors raises its own error types
+            raise ValueError(
+                f"{path} is not a readable moments file ({type(err).__name__}: "
+                f"{str(err)[:200]}); delete it or save it again with Moments.save"
+            ) from None
+        try:
+            dims = dict(json.loads(meta["dims"]))
+            n = int(meta["n"])
+            cls(dims, device="meta")  # the block layout itself is valid
+        except (KeyError, TypeError, ValueError) as err:
+            raise ValueError(
+                f"{path}: metadata 'dims'/'n' missing or malformed ({err}); "
+                "save it again with Moments.save"
+            ) from None
+        total = sum(int(width) for width in dims.values())
+        problems = []
+        if mean.ndim != 1 or mean.shape[0] != total:
+            problems.append(
+                f"block widths {list(dims.values())} sum to {total} but 'mean' has shape "
+                f"{tuple(mean.shape)}"
+            )
+        if tuple(comoment.shape) != (total, total):
+            problems.append(f"'comoment' has shape {tuple(comoment.shape)}, not ({total}, {total})")
+        if n < 0:
+            problems.append(f"sample count n={n} is negative")
+        if not problems and not (torch.isfinite(mean).all() and torch.isfinite(comoment).all()):
+            problems.append("'mean' or 'comoment' holds non-finite values")
+        if problems:
+            raise ValueError(
+                f"{path}: metadata and tensors disagree: {'; '.join(problems)}; the file was "
+                "edited or written by something else: recompute it"
+            )
+        out = cls(dims, device=device)
+        out.n = n
         out._mean = mean.to(out.device, torch.float64)
         out._comoment = comoment.to(out.device, torch.float64)
         return out

@@ -23,8 +23,14 @@ profile (smoke → ``smoke``, default → ``default``, paper → ``gpu``) as a p
 the manifest sets it; no environment variable carries it.
 
 Every executed notebook records its provenance: ``metadata["lmsim"]`` holds the profile,
-parameters, package versions, device, wall time, date and source path, and a markdown
-cell after the title says the same in words.
+parameters, package versions, device, wall time, date, source path and status, and a
+markdown cell after the title says the same in words.
+
+Pages are replaced atomically: papermill executes into a temporary file next to the page,
+which replaces the page only when every cell ran. A failed run keeps the previous page,
+says so on stderr, exits 1 and leaves the failed execution (with its traceback) under
+``_build/failed/<profile>/<slug>/<name>.ipynb``; a killed run leaves the previous page
+untouched. ``--write-toc`` lists only pages whose provenance says ``status: "ok"``.
 
 Usage::
 
@@ -63,6 +69,8 @@ __all__ = [
     "declared_parameters",
     "plan_runs",
     "execute_run",
+    "failed_path",
+    "page_status",
     "add_provenance",
     "build_toc",
     "chapter_status_markdown",
@@ -165,12 +173,21 @@ def load_manifest(path: str | Path) -> dict[str, Any]:
     Raises
     ------
     ValueError
-        When a chapter or notebook entry is malformed; the message names the entry.
+        When the file is not valid YAML (the message gives the line) or a chapter or
+        notebook entry is malformed (the message names the entry).
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"manifest {str(path)!r} does not exist")
-    data = yaml.safe_load(path.read_text()) or {}
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        where = getattr(err, "problem_mark", None)
+        at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ValueError(
+            f"manifest {str(path)!r} is not valid YAML{at}: {problem}; fix the file"
+        ) from None
     if not isinstance(data, dict):
         raise ValueError(f"manifest {str(path)!r} must be a mapping, got {type(data).__name__}")
     chapters = data.get("chapters") or []
@@ -268,6 +285,52 @@ def _literal(text: str) -> Any:
         return text
 
 
+# Declared type (``name: type = value`` in the parameters cell) -> accepted Python types.
+_TYPES: dict[str, tuple[type, ...]] = {
+    "int": (int,),
+    "float": (int, float),
+    "str": (str,),
+    "bool": (bool,),
+    "list": (list,),
+    "dict": (dict,),
+    "tuple": (tuple, list),
+}
+
+
+def check_parameter_type(source: Path, name: str, value: Any, spec: Mapping[str, Any]) -> None:
+    """Raise ``ValueError`` when ``value`` does not match the type ``name`` is declared with.
+
+    Types other than those of :data:`_TYPES` (or none) are not checked; ``None`` passes
+    where the declared default is ``None``; a bool is not an int.
+    """
+    declared = str(spec.get("inferred_type_name") or "").strip()
+    accepted = _TYPES.get(declared)
+    if accepted is None or (value is None and str(spec.get("default")).strip() == "None"):
+        return
+    if isinstance(value, bool) and bool not in accepted:
+        ok = False
+    else:
+        ok = isinstance(value, accepted)
+    if not ok:
+        raise ValueError(
+            f"parameter `{name}` of {source} is declared `{declared}` but got "
+            f"{value!r} ({type(value).__name__}); pass a {declared} value (VALUE is YAML: "
+            f"e.g. -p {name} {_example(declared)})"
+        )
+
+
+def _example(declared: str) -> str:
+    return {
+        "int": "3",
+        "float": "0.5",
+        "str": "text",
+        "bool": "true",
+        "list": "'[a, b]'",
+        "dict": "'{a: 1}'",
+        "tuple": "'[a, b]'",
+    }[declared]
+
+
 def plan_runs(
     manifest: Mapping[str, Any],
     profile: str,
@@ -298,7 +361,9 @@ def plan_runs(
     ------
     ValueError
         Unknown profile or slug; a manifest or command-line parameter the notebook does not
-        declare (the message lists the declared ones).
+        declare (the message lists the declared ones) or of another type than the one it
+        is declared with (the message names notebook, parameter, type and value); an
+        output folder that is a file.
     FileNotFoundError
         A notebook listed in the manifest is missing on disk.
     """
@@ -314,6 +379,14 @@ def plan_runs(
             )
         chapters = [chapter for chapter in chapters if chapter["slug"] in set(only)]
     out_root = output_dir_for(profile, root, output_dir)
+    for folder in (out_root, *out_root.parents):
+        if folder.exists():
+            if not folder.is_dir():
+                raise ValueError(
+                    f"output folder {str(out_root)!r} cannot be created: {str(folder)!r} is a "
+                    "file; remove it or pass another --output-dir"
+                )
+            break
     overrides = dict(overrides or {})
     runs: list[NotebookRun] = []
     used_overrides: set[str] = set()
@@ -340,6 +413,8 @@ def plan_runs(
                 if key in declared:
                     params[key] = value
                     used_overrides.add(key)
+            for key, value in params.items():  # before any cell runs
+                check_parameter_type(source, key, value, declared[key])
             if "profile" in declared:
                 params["profile"] = profile
             if "zoo_profile" in declared and "zoo_profile" not in params and profile != "smoke":
@@ -450,6 +525,31 @@ def add_provenance(path: str | Path, info: Mapping[str, Any]) -> None:
     nbformat.write(nb, str(path))
 
 
+def failed_path(run: NotebookRun, profile: str, root: str | Path) -> Path:
+    """Where a failed execution of ``run`` is kept for debugging:
+    ``_build/failed/<profile>/<slug>/<name>.ipynb`` (outside ``book/``, so the book never
+    renders it and the previous good page stays in place)."""
+    return Path(root) / "_build" / "failed" / profile / run.slug / f"{run.name}.ipynb"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove_dead_temporaries(output: Path) -> None:
+    """Delete ``.<name>.running<pid>.ipynb`` files left by killed runs (dead pids only)."""
+    for tmp in output.parent.glob(f".{output.stem}.running*.ipynb"):
+        pid = tmp.name.removeprefix(f".{output.stem}.running").removesuffix(".ipynb")
+        if pid.isdigit() and not _pid_alive(int(pid)):
+            tmp.unlink(missing_ok=True)
+
+
 def execute_run(
     run: NotebookRun,
     profile: str,
@@ -457,61 +557,88 @@ def execute_run(
     progress_bar: bool = True,
     log_output: bool = False,
 ) -> RunResult:
-    """Execute one notebook with papermill and stamp its provenance.
+    """Execute one notebook with papermill and stamp its provenance; replace the page
+    only on success.
 
-    The kernel's working directory is the source notebook's folder. A failing notebook is still written (with the
-    traceback in its outputs and ``status: "failed"`` in its provenance).
+    The kernel's working directory is the source notebook's folder. Papermill writes into
+    a temporary file next to the page (``.<name>.running<pid>.ipynb``); on success it is
+    stamped with ``status: "ok"`` and renamed over the page (atomic: a killed run leaves
+    the previous page as it was). A failed execution (traceback in its outputs,
+    ``status: "failed"`` in its provenance) goes to :func:`failed_path` and the previous
+    page, if any, is kept.
     """
     import papermill
 
     _check_profile(profile)
     root = Path(root)
     run.output.parent.mkdir(parents=True, exist_ok=True)
+    _remove_dead_temporaries(run.output)
+    tmp = run.output.with_name(f".{run.output.stem}.running{os.getpid()}.ipynb")
     declared = declared_parameters(run.source)
     effective = {name: _literal(spec["default"]) for name, spec in declared.items()}
     effective.update(run.parameters)
     error = None
     start = time.perf_counter()
     try:
-        papermill.execute_notebook(
-            str(run.source),
-            str(run.output),
-            parameters=dict(run.parameters),
-            kernel_name="python3",
-            cwd=str(run.source.parent),
-            progress_bar=progress_bar,
-            log_output=log_output,
-        )
-    except Exception as exc:  # papermill raises PapermillExecutionError, kernels others
-        error = f"{type(exc).__name__}: {exc}".strip()
+        try:
+            papermill.execute_notebook(
+                str(run.source),
+                str(tmp),
+                parameters=dict(run.parameters),
+                kernel_name="python3",
+                cwd=str(run.source.parent),
+                progress_bar=progress_bar,
+                log_output=log_output,
+            )
+        except Exception as exc:  # papermill raises PapermillExecutionError, kernels others
+            error = f"{type(exc).__name__}: {exc}".strip()
+        finally:
+            wall = time.perf_counter() - start
+        info = {
+            "profile": profile,
+            "parameters": effective,
+            "overrides": dict(run.parameters),
+            "versions": _versions(),
+            "device": _device(),
+            "wall_time_s": round(wall, 3),
+            "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "source": _relative(run.source, root),
+            "status": "ok" if error is None else "failed",
+        }
+        failed = failed_path(run, profile, root)
+        if tmp.is_file():
+            add_provenance(tmp, info)
+            if error is None:
+                os.replace(tmp, run.output)
+                failed.unlink(missing_ok=True)
+            else:
+                failed.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(tmp, failed)
     finally:
-        wall = time.perf_counter() - start
-    source = _relative(run.source, root)
-    info = {
-        "profile": profile,
-        "parameters": effective,
-        "overrides": dict(run.parameters),
-        "versions": _versions(),
-        "device": _device(),
-        "wall_time_s": round(wall, 3),
-        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "source": source,
-        "status": "ok" if error is None else "failed",
-    }
-    if run.output.is_file():
-        add_provenance(run.output, info)
+        tmp.unlink(missing_ok=True)
     return RunResult(run, error is None, wall, error)
 
 
 # --------------------------------------------------------------------------------- toc
+def page_status(path: str | Path) -> str | None:
+    """``metadata["lmsim"]["status"]`` of an executed page; None when the file is missing,
+    unreadable or carries no provenance (not written by a complete run)."""
+    try:
+        meta = json.loads(Path(path).read_text()).get("metadata", {}).get("lmsim", {})
+        return meta.get("status") if isinstance(meta, dict) else None
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
 def _executed_pages(manifest: Mapping[str, Any], root: Path) -> list[tuple[dict, list[str]]]:
+    """Chapters and their pages that a complete run wrote (provenance ``status: "ok"``)."""
     present = []
     for chapter in manifest.get("chapters", []):
         slug = chapter["slug"]
         names = [
             entry["name"]
             for entry in chapter["notebooks"]
-            if (root / "book" / slug / f"{entry['name']}.ipynb").is_file()
+            if page_status(root / "book" / slug / f"{entry['name']}.ipynb") == "ok"
         ]
         if names:
             present.append((chapter, names))
@@ -522,7 +649,8 @@ def build_toc(manifest: Mapping[str, Any], root: str | Path) -> dict[str, Any]:
     """The Jupyter Book table of contents for the chapters whose executed pages exist.
 
     A chapter appears only when at least one of its notebooks has an executed page in
-    ``book/<slug>/``, so the book never links a page that was not computed. Its entry is
+    ``book/<slug>/`` with complete provenance (``metadata["lmsim"]["status"] == "ok"``),
+    so the book never links a page that was not computed or whose run did not finish. Its entry is
     ``book/<slug>/index`` (the chapter's prose) with the executed notebooks as sections;
     without an ``index.md`` the first executed notebook heads the chapter.
     ``book/zoo.md``, when present, is listed before the chapters.
@@ -732,6 +860,18 @@ def _list(manifest: Mapping[str, Any], profile: str, root: Path) -> None:
             print(f"    {entry['name']}{extra}")
 
 
+def _parse_value(name: str, text: str) -> Any:
+    """A ``-p NAME VALUE`` value as YAML; a ``ValueError`` naming both when it is not."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ValueError(
+            f"-p {name} {text!r}: the value is not valid YAML ({problem}); quote strings "
+            "and write lists as '[a, b]'"
+        ) from None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point; returns the exit status (0 when every notebook ran)."""
     args = _parser().parse_args(argv)
@@ -747,9 +887,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             n_chapters = len(_executed_pages(manifest, root))
             print(f"wrote {path} ({n_chapters} chapter(s) with executed pages)")
             return 0
-        overrides = {name: yaml.safe_load(value) for name, value in args.parameter}
+        overrides = {name: _parse_value(name, value) for name, value in args.parameter}
         runs = plan_runs(manifest, args.profile, root, args.only, args.output_dir, overrides)
-    except (ValueError, FileNotFoundError) as exc:
+        for run in runs:
+            run.output.parent.mkdir(parents=True, exist_ok=True)
+    except (ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if not runs:
@@ -761,14 +903,26 @@ def main(argv: Sequence[str] | None = None) -> int:
             run, args.profile, root, progress_bar=not args.no_progress, log_output=args.log_output
         )
         if not result.ok:
-            print(f"FAILED {run.source} (output: {run.output}): {result.error}", file=sys.stderr)
+            kept = (
+                f"kept the previous page {run.output}"
+                if run.output.is_file()
+                else f"no page written at {run.output}"
+            )
+            print(
+                f"FAILED {run.source}: {result.error}\n  {kept}; the failed execution is at "
+                f"{failed_path(run, args.profile, root)}",
+                file=sys.stderr,
+            )
         results.append(result)
     _summarise(results, args.profile, root)
     failed = [result for result in results if not result.ok]
     if failed:
         print(
-            f"{len(failed)} notebook(s) failed: "
-            + ", ".join(f"{result.run.source} -> {result.run.output}" for result in failed),
+            f"{len(failed)} notebook(s) failed (previous pages kept): "
+            + ", ".join(
+                f"{result.run.source} -> {failed_path(result.run, args.profile, root)}"
+                for result in failed
+            ),
             file=sys.stderr,
         )
         return 1

@@ -6,6 +6,12 @@ padding, pooling written out from its definition.
 
 from __future__ import annotations
 
+import copy
+import json
+import os
+import time
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -338,6 +344,183 @@ def test_cache_separates_models_with_equal_configs(tiny):
     assert not torch.allclose(a.mean("m/layer.2"), b.mean("m/layer.2"))
 
 
+def _count_forwards(monkeypatch) -> list:
+    real, calls = ex._hidden_states, []
+
+    def counting(run, input_ids, mask):
+        calls.append(input_ids.shape[0])
+        return real(run, input_ids, mask)
+
+    monkeypatch.setattr(ex, "_hidden_states", counting)
+    return calls
+
+
+def _swap_vocab(tokenizer, a: str, b: str):
+    """The same tokenizer with the ids of tokens ``a`` and ``b`` exchanged."""
+    spec = json.loads(tokenizer.backend_tokenizer.to_str())
+    vocab = spec["model"]["vocab"]
+    vocab[a], vocab[b] = vocab[b], vocab[a]
+    return PreTrainedTokenizerFast(
+        tokenizer_object=Tokenizer.from_str(json.dumps(spec)), **tokenizer.special_tokens_map
+    )
+
+
+def test_cache_key_changes_with_the_tokenizer_vocabulary(tiny, monkeypatch):
+    """Stale hit seen before: same weights, a rebuilt tokenizer with another vocabulary."""
+    model, tok = tiny["bert"]
+    other = _swap_vocab(tok, "the", "sea")
+    assert len(other) == len(tok) and other("the cat")["input_ids"] != tok("the cat")["input_ids"]
+    a = extract_moments({"m": (model, tok)}, TEXTS, layers="last", **KW)
+    calls = _count_forwards(monkeypatch)
+    b = extract_moments({"m": (model, other)}, TEXTS, layers="last", **KW)
+    assert sum(calls) == len(TEXTS), "a changed vocabulary must not hit the old cache"
+    assert not torch.allclose(a.mean("m/layer.2"), b.mean("m/layer.2"))
+
+
+def test_cache_key_hashes_every_weight(tiny, monkeypatch):
+    """A change in the last element of one matrix (the old key sampled 16 per tensor)."""
+    model, tok = tiny["bert"]
+    changed = copy.deepcopy(model)
+    with torch.no_grad():
+        changed.encoder.layer[-1].output.dense.weight.view(-1)[-1] += 1.0
+    extract_moments({"m": (model, tok)}, TEXTS, layers="last", **KW)
+    calls = _count_forwards(monkeypatch)
+    extract_moments({"m": (changed, tok)}, TEXTS, layers="last", **KW)
+    assert sum(calls) == len(TEXTS)
+    extract_moments({"m": (changed, tok)}, TEXTS, layers="last", **KW)
+    assert sum(calls) == len(TEXTS), "the same weights hit the cache"
+
+
+def test_cache_key_extra_arrays_by_content(tiny, monkeypatch):
+    """Stale hit seen before: arrays equal in their (truncated) print, different bytes."""
+    x = np.arange(5000, dtype=np.float64)
+    y = x.copy()
+    y[2500] = -1.0
+    assert str(x) == str(y)
+    pair = {"m": tiny["bert"]}
+    extract_moments(pair, TEXTS, layers="last", cache_key_extra={"w": x}, **KW)
+    calls = _count_forwards(monkeypatch)
+    extract_moments(pair, TEXTS, layers="last", cache_key_extra={"w": y}, **KW)
+    assert sum(calls) == len(TEXTS)
+    extract_moments(pair, TEXTS, layers="last", cache_key_extra={"w": torch.tensor(y)}, **KW)
+    assert sum(calls) == len(TEXTS), "a tensor of the same bytes, dtype and shape hits"
+    extract_moments(pair, TEXTS, layers="last", cache_key_extra={"w": x.astype("f4")}, **KW)
+    assert sum(calls) == 2 * len(TEXTS), "another dtype is another key"
+
+
+@pytest.mark.parametrize(
+    "extra, where",
+    [(object(), r"cache_key_extra` is a object"), ({"a": [1, {2, 3}]}, r"\['a'\]\[1\]` is a set")],
+)
+def test_cache_key_extra_without_stable_content_is_refused(tiny, extra, where):
+    """Stale miss seen before: an object whose repr changes per process never resumed."""
+    with pytest.raises(TypeError, match=rf"{where}.*cannot be hashed by content.*pass str"):
+        extract_moments({"m": tiny["bert"]}, TEXTS, cache_key_extra=extra, **KW)
+
+
+def test_content_hash_separates_types_and_orders():
+    h = ex._content_hash
+    assert h({"a": 1, "b": 2}) == h({"b": 2, "a": 1})
+    assert len({h(1), h(1.0), h(True), h("1"), h([1]), h((1,)), h(None)}) == 7
+    assert h(np.zeros((2, 3))) != h(np.zeros((3, 2)))
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "manifest"])
+def test_corrupt_shard_is_named_moved_aside_and_recomputed(tiny, monkeypatch, damage):
+    pairs = {"gpt2": tiny["gpt2"]}
+    kw = dict(shard_size=4, layers=[0, 2], **KW)
+    reference = extract_moments(pairs, TEXTS, **kw)
+    (folder,) = [p.parent for p in Path(os.environ["LMSIM_CACHE"]).rglob("manifest.json")]
+    shard = folder / "shard_00001.safetensors"
+    data = bytearray(shard.read_bytes())
+    if damage == "truncate":
+        shard.write_bytes(data[: len(data) // 2])
+        pattern = r"shard_00001\.safetensors has \d+ bytes, \d+ were written"
+    elif damage == "flip":  # same size, one bit of a float changed: only the hash sees it
+        data[-3] ^= 0x01
+        shard.write_bytes(bytes(data))
+        pattern = r"shard_00001\.safetensors's sha256 differs"
+    else:  # no records to check against: the file itself must still load cleanly
+        (folder / "manifest.json").write_text("{not json")
+        shard.write_bytes(data[:100])
+        pattern = r"manifest\.json"
+    calls = _count_forwards(monkeypatch)
+    with pytest.warns(UserWarning, match=pattern) as record:
+        again = extract_moments(pairs, TEXTS, **kw)
+    assert any("shard_00001" in str(w.message) for w in record)
+    assert sum(calls) == 4, "only the damaged shard is recomputed"
+    assert (folder / "shard_00001.safetensors.corrupt").is_file()
+    torch.testing.assert_close(again.cov(again.names), reference.cov(reference.names))
+    calls.clear()
+    extract_moments(pairs, TEXTS, **kw)  # the recomputed shard and its record are good
+    assert calls == []
+
+
+def test_concurrent_extractions_of_one_key_compute_each_shard_once(tiny, monkeypatch):
+    """Two callers at once (threads here; the claim is a lock file, so processes too)."""
+    import threading
+
+    pairs = {"gpt2": tiny["gpt2"]}
+    kw = dict(shard_size=2, layers=[2], **KW)
+    real, computed, lock = ex._accumulate, [], threading.Lock()
+
+    def slow_accumulate(batches, device):
+        batches = list(batches)
+        with lock:
+            computed.append(tuple(int(i) for b, _ in batches for i in b))
+        time.sleep(0.3)  # long enough for the other caller to reach the same shard
+        return real(batches, device)
+
+    monkeypatch.setattr(ex, "_accumulate", slow_accumulate)
+    monkeypatch.setattr(ex, "_CLAIM_POLL_S", 0.05)
+    results = [None, None]
+
+    def work(i):
+        results[i] = extract_moments(pairs, TEXTS, **kw)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(computed) == 5 == len(set(computed)), "each of the 5 shards computed once"
+    torch.testing.assert_close(results[0].cov(results[0].names), results[1].cov(results[1].names))
+    assert not list(Path(os.environ["LMSIM_CACHE"]).rglob("*.lock"))
+
+
+def test_stale_shard_lock_of_a_dead_process_is_taken_over(tiny):
+    import socket
+    import subprocess
+    import sys
+
+    pairs = {"gpt2": tiny["gpt2"]}
+    kw = dict(shard_size=4, layers=[2], **KW)
+    reference = extract_moments(pairs, TEXTS, cache=False, **kw)
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    pid = int(dead.stdout)
+    # Every shard is found claimed by a process that has exited (a killed run).
+    real_claim = ex._claim_shard
+    folders = []
+
+    def spy(folder, k):
+        folders.append(folder)
+        (folder / f"shard_{k:05d}.lock").write_text(f"{pid} {socket.gethostname()}")
+        return real_claim(folder, k)
+
+    ex._claim_shard = spy
+    try:
+        got = extract_moments(pairs, TEXTS, **kw)
+    finally:
+        ex._claim_shard = real_claim
+    assert len(set(folders)) == 1 and not list(folders[0].glob("*.lock*"))
+    torch.testing.assert_close(got.cov(got.names), reference.cov(reference.names))
+
+
 # ---------------------------------------------------------------------- errors
 def test_invalid_layer_lists_valid_range(tiny):
     with pytest.raises(ValueError, match=r"layer 5 does not exist.*0\.\.2.*-3\.\.-1"):
@@ -350,7 +533,7 @@ def test_bad_inputs_raise_clear_errors(tiny):
     pair = {"gpt2": tiny["gpt2"]}
     with pytest.raises(ValueError, match="`texts` is empty"):
         extract_moments(pair, [], **KW)
-    with pytest.raises(ValueError, match=r"texts\[1\] produced zero tokens"):
+    with pytest.raises(ValueError, match=r"texts\[1\] is empty"):
         extract_activations(pair, ["the cat", ""], **KW)
     with pytest.raises(ValueError, match="exceeds model 'gpt2'.s maximum of 64"):
         extract_activations(pair, TEXTS, max_length=65, **KW)

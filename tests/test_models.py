@@ -249,7 +249,8 @@ def test_atomic_build_rebuilds_stale_marker(lmsim_cache):
     models._atomic_build("marker-test", build, {"v": 2})
     assert len(calls) == 2
     assert (path / "payload.txt").read_text() == "2"
-    assert json.loads((path / "lmsim_build.json").read_text()) == {"v": 2}
+    stored = json.loads((path / "lmsim_build.json").read_text())
+    assert stored == {"marker": {"v": 2}, "sizes": {"payload.txt": 1}}
 
 
 # ---------------------------------------------------------------- names and errors

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -178,14 +179,20 @@ def test_empty_manifest_plans_nothing(tmp_path):
 
 
 # ---------------------------------------------------------------------------------- toc
+def _page(path: Path, status: str | None = "ok") -> None:
+    """An executed page as the runner writes it (provenance status), or without any."""
+    meta = {} if status is None else {"lmsim": {"status": status}}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"cells": [], "metadata": meta}))
+
+
 def test_toc_lists_only_chapters_with_executed_pages(repo):
     manifest = reproduce.load_manifest(repo / "notebooks" / "runs.yml")
-    (repo / "book" / "demo").mkdir(parents=True)
-    (repo / "book" / "demo" / "02_second.ipynb").write_text("{}")
+    _page(repo / "book" / "demo" / "02_second.ipynb")
     toc = reproduce.build_toc(manifest, repo)
     assert toc["parts"] == [{"caption": "Chapters", "chapters": [{"file": "book/demo/02_second"}]}]
     (repo / "book" / "demo" / "index.md").write_text("# Demo\n")
-    (repo / "book" / "demo" / "01_first.ipynb").write_text("{}")
+    _page(repo / "book" / "demo" / "01_first.ipynb")
     toc = reproduce.build_toc(manifest, repo)
     (chapter,) = toc["parts"][0]["chapters"]
     assert chapter == {
@@ -199,6 +206,19 @@ def test_toc_lists_only_chapters_with_executed_pages(repo):
     assert "| Other | | listed, not yet executed |" in status
     assert "| Similarity analysis of contextual word representations |" in status
     assert "planned" in status
+
+
+@pytest.mark.parametrize("status", ["failed", None, "half"])
+def test_toc_skips_pages_without_complete_provenance(repo, status):
+    manifest = reproduce.load_manifest(repo / "notebooks" / "runs.yml")
+    _page(repo / "book" / "demo" / "01_first.ipynb")
+    second = repo / "book" / "demo" / "02_second.ipynb"
+    if status == "half":  # what a killed writer could leave
+        second.write_text('{"cells": [')
+    else:
+        _page(second, status)
+    (chapter,) = reproduce.build_toc(manifest, repo)["parts"][0]["chapters"]
+    assert chapter == {"file": "book/demo/01_first"}
 
 
 # --------------------------------------------------------------------------- provenance
@@ -251,8 +271,10 @@ def test_main_executes_default_profile_with_provenance_and_times(repo, capsys, m
     status = reproduce.main([*argv, "-p", "label", "from-cli"])
     captured = capsys.readouterr()
     assert status == 1
-    failed_out = repo / "book" / "demo" / "02_second.ipynb"
+    failed_out = repo / "_build" / "failed" / "default" / "demo" / "02_second.ipynb"
     assert "notebooks/demo/02_second.ipynb" in captured.err and str(failed_out) in captured.err
+    assert not (repo / "book" / "demo" / "02_second.ipynb").exists(), "no page from a failure"
+    assert "no page written" in captured.err
 
     page = nbformat.read(str(repo / "book" / "demo" / "01_first.ipynb"), as_version=4)
     printed = "".join(
@@ -296,3 +318,109 @@ def test_cli_errors_exit_2_and_list(repo):
     assert bad.returncode == 2 and "unknown chapter slug(s) ['nope']" in bad.stderr
     listing = cli("--list", "--profile", "paper")
     assert listing.returncode == 0 and "01_first  paper: {'n': 7, 'label': 'big'}" in listing.stdout
+
+
+# ------------------------------------------------------------------- atomic page writes
+def _outputs(path: Path) -> int:
+    nb = nbformat.read(str(path), as_version=4)
+    return sum(len(c.outputs) for c in nb.cells if c.cell_type == "code")
+
+
+def test_failed_rerun_keeps_the_previous_page(repo, capsys):
+    argv = ["--profile", "default", "--only", "other", "--root", str(repo), "--no-progress"]
+    assert reproduce.main(argv) == 0
+    page = repo / "book" / "other" / "01_only.ipynb"
+    good = page.read_bytes()
+    _notebook(repo / "notebooks" / "other" / "01_only.ipynb", body="raise RuntimeError('boom')")
+    capsys.readouterr()
+    assert reproduce.main(argv) == 1
+    err = capsys.readouterr().err
+    assert page.read_bytes() == good, "the good page was replaced by a failed run"
+    assert f"kept the previous page {page}" in err and "RuntimeError" in err
+    failed = repo / "_build" / "failed" / "default" / "other" / "01_only.ipynb"
+    assert reproduce.page_status(failed) == "failed" and "boom" in failed.read_text()
+    assert not list(page.parent.glob(".*running*")), "no temporary left behind"
+    # A later success replaces the page and clears the failed copy.
+    _notebook(repo / "notebooks" / "other" / "01_only.ipynb")
+    assert reproduce.main(argv) == 0 and not failed.exists()
+
+
+def test_killed_run_leaves_the_previous_page_intact(repo):
+    import signal
+    import time
+
+    argv = ["--profile", "default", "--only", "other", "--root", str(repo), "--no-progress"]
+    assert reproduce.main(argv) == 0
+    page = repo / "book" / "other" / "01_only.ipynb"
+    good = page.read_bytes()
+    marker = repo / "started"
+    _notebook(
+        repo / "notebooks" / "other" / "01_only.ipynb",
+        body=f"import pathlib, time\npathlib.Path({str(marker)!r}).touch()\ntime.sleep(60)",
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lmsim.reproduce", *argv],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.time() + 120
+        while not marker.exists() and time.time() < deadline:
+            time.sleep(0.2)
+        assert marker.exists(), "the notebook never started"
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert page.read_bytes() == good
+    assert reproduce.page_status(page) == "ok"
+    manifest = reproduce.load_manifest(repo / "notebooks" / "runs.yml")
+    assert reproduce.build_toc(manifest, repo)["parts"][0]["chapters"] == [
+        {"file": "book/other/01_only"}
+    ]
+
+
+# ----------------------------------------------- command-line errors before any cell runs
+@pytest.mark.parametrize(
+    "extra, pattern",
+    [
+        (
+            ["-p", "n", "many"],
+            r"parameter `n` of .*01_first\.ipynb is declared `int` but got 'many'",
+        ),
+        (["-p", "n", "2.5"], r"`n` .* declared `int` but got 2\.5 \(float\)"),
+        (["-p", "n", "true"], r"`n` .* declared `int` but got True \(bool\)"),
+        (["-p", "label", "[a, b]"], r"`label` .* declared `str` but got \['a', 'b'\]"),
+        (["-p", "n", "[1, 2"], r"-p n '\[1, 2': the value is not valid YAML"),
+        (["--output-dir", "FILE"], r"output folder .*FILE.* is a file"),
+    ],
+)
+def test_bad_command_lines_exit_2_with_one_line(repo, capsys, extra, pattern):
+    (repo / "FILE").write_text("not a folder")
+    extra = [str(repo / "FILE") if a == "FILE" else a for a in extra]
+    argv = ["--profile", "default", "--only", "demo", "--root", str(repo), *extra]
+    assert reproduce.main(argv) == 2
+    err = capsys.readouterr().err
+    assert re.search(pattern, err), err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert not (repo / "book").exists(), "nothing ran"
+
+
+def test_manifest_type_errors_are_checked_too(repo, capsys):
+    path = repo / "notebooks" / "runs.yml"
+    path.write_text(path.read_text().replace("n: 5", "n: five"))
+    assert reproduce.main(["--profile", "default", "--root", str(repo)]) == 2
+    assert "`n` of" in capsys.readouterr().err
+
+
+def test_broken_manifest_yaml_is_one_line_in_a_subprocess(repo):
+    (repo / "notebooks" / "runs.yml").write_text("chapters:\n  - slug: a\n   bad: [\n")
+    out = subprocess.run(
+        [sys.executable, "-m", "lmsim.reproduce", "--root", str(repo), "--list"],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert re.search(r"runs\.yml' is not valid YAML at line \d+", out.stderr), out.stderr

@@ -63,12 +63,38 @@ class BlockStats:
         return self.mean.device
 
 
+# Largest and smallest magnitudes whose squares, summed over any realistic number of
+# samples, stay inside float64's range (about 1e-308 .. 1e308).
+_MAX_ABS, _MIN_ABS = 1e150, 1e-150
+
+
 def as_float64(x, name: str = "X") -> torch.Tensor:
-    """Return ``x`` as a float64 tensor: numpy → CPU, torch → on its own device."""
+    """Return ``x`` as a float64 tensor: numpy → CPU, torch → on its own device.
+
+    Real numbers only: complex values (whose imaginary part would be dropped), strings,
+    objects and other non-numeric dtypes raise ``TypeError``; integers and booleans are
+    converted exactly.
+    """
     if isinstance(x, torch.Tensor):
+        if x.is_complex():
+            raise TypeError(
+                f"`{name}` is a complex tensor ({x.dtype}); the metrics take real "
+                "activations: pass x.real or x.abs() explicitly"
+            )
         return x.detach().to(dtype=torch.float64)
     if isinstance(x, np.ndarray | list | tuple):
-        return torch.from_numpy(np.ascontiguousarray(np.asarray(x, dtype=np.float64)))
+        arr = np.asarray(x)
+        if np.iscomplexobj(arr):
+            raise TypeError(
+                f"`{name}` is complex ({arr.dtype}); the metrics take real activations: pass "
+                "x.real or np.abs(x) explicitly"
+            )
+        if arr.dtype.kind not in "biuf":
+            raise TypeError(
+                f"`{name}` must hold real numbers, got dtype {arr.dtype} (kind "
+                f"{arr.dtype.kind!r}); convert it with np.asarray(x, dtype=float)"
+            )
+        return torch.from_numpy(np.ascontiguousarray(arr, dtype=np.float64))
     raise TypeError(
         f"`{name}` must be a numpy array or torch tensor of shape (n_samples, n_features), "
         f"got {type(x).__name__}"
@@ -88,6 +114,19 @@ def _check_matrix(x: torch.Tensor, name: str) -> None:
         raise ValueError(
             f"`{name}` contains {n_bad} non-finite values (NaN or Inf); with fp16 activations "
             "this is usually overflow: extract in bfloat16 or float32 instead"
+        )
+    scale = float(x.abs().max()) if x.numel() else 0.0
+    if scale > _MAX_ABS:
+        raise ValueError(
+            f"`{name}` has values up to {scale:.3g} in magnitude: their products overflow "
+            f"float64 (the statistics would be inf); divide `{name}` by a constant first "
+            "(the similarity metrics are scale invariant)"
+        )
+    if 0 < scale < _MIN_ABS:
+        raise ValueError(
+            f"`{name}` has values of at most {scale:.3g} in magnitude: their products underflow "
+            f"float64 to 0 (every neuron would look constant); multiply `{name}` by a "
+            "constant first (the similarity metrics are scale invariant)"
         )
 
 

@@ -13,7 +13,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from lmsim._io import atomic_dir
+from lmsim._io import atomic_dir, move_aside
 from lmsim._runtime import architecture, quiet_transformers, resolve_device
 from lmsim.training import (
     TrainingRun,
@@ -59,7 +59,33 @@ _LOG_CSV = "training_log.csv"
 
 
 def _is_built(path: Path) -> bool:
-    return (path / _ZOO_JSON).exists()
+    """Whether ``path`` holds a whole built model.
+
+    A folder appears only complete (written with ``atomic_dir``), so one whose
+    ``zoo.json`` is missing or unreadable, or whose files are missing or of another size
+    than ``zoo.json`` recorded, was damaged afterwards: it is named in a warning, moved
+    aside (``<name>.corrupt``) and reported as not built, so it is trained again.
+    """
+    if not path.exists():
+        return False
+    try:
+        try:
+            facts = json.loads((path / _ZOO_JSON).read_text())
+        except ValueError as err:
+            raise ValueError(f"{path / _ZOO_JSON} is not valid JSON ({err})") from None
+        if not isinstance(facts, dict):
+            raise ValueError(f"{path / _ZOO_JSON} is not a JSON object")
+        for file, size in facts.get("files", {}).items():
+            if not (path / file).is_file():
+                raise FileNotFoundError(f"{path / file} is missing")
+            if (path / file).stat().st_size != size:
+                raise ValueError(
+                    f"{path / file} has {(path / file).stat().st_size} bytes, {size} were written"
+                )
+    except (OSError, ValueError) as err:
+        move_aside(path, str(err), "training it again", stacklevel=4)
+        return False
+    return True
 
 
 # Settings that change how a build runs, not what it trains. (Thread counts could change
@@ -179,6 +205,7 @@ def build_model(
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
         pd.DataFrame(log).to_csv(tmp / _LOG_CSV, index=False)
+        facts["files"] = {p.name: p.stat().st_size for p in sorted(tmp.iterdir()) if p.is_file()}
         (tmp / _ZOO_JSON).write_text(json.dumps(facts, indent=2, default=str))
     shutil.rmtree(work, ignore_errors=True)
     return path

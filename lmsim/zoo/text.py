@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -9,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from lmsim._io import atomic_dir
+from lmsim._io import atomic_dir, move_aside
 from lmsim.zoo.profiles import ZooProfile, _build_hint, _root, get_profile
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -128,8 +129,12 @@ def tokenizer_dir(profile: str | ZooProfile | None = None, build: bool = True) -
     """Folder of the zoo's shared tokenizer (trained on PTB train on first use)."""
     prof = get_profile(profile)
     path = _root(prof) / "tokenizer"
-    if (path / "tokenizer.json").exists():
-        return path
+    if path.exists():
+        try:
+            json.loads((path / "tokenizer.json").read_text())
+            return path
+        except (OSError, ValueError) as err:
+            move_aside(path, f"{type(err).__name__}: {err}", "building it again")
     if not build:
         raise FileNotFoundError(f"zoo tokenizer not built at {path}; {_build_hint(prof)}")
     tokenizer = train_tokenizer(
