@@ -349,18 +349,32 @@ def _minilm_dir() -> Path:
 
 
 def _dequantise_gguf(folder: Path, gguf_file: str, tmp: Path) -> None:
-    """Load a GGUF through transformers (dequantised to float32) and save it to ``tmp``."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    """Load a GGUF through transformers (dequantised to float32) and save it to ``tmp``.
 
-    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=gguf_file)
-    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf_file, dtype=torch.float32)
+    Without progress bars: the conversion runs once, often inside a book page.
+    """
+    import functools
+    from unittest import mock
+
+    from tqdm.auto import tqdm
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import modeling_gguf_pytorch_utils as gguf_utils
+
+    # transformers' GGUF reader calls tqdm directly, not through its switchable logging bars.
+    silent_tqdm = functools.partial(tqdm, disable=True)
+    with quiet_transformers(True), mock.patch.object(gguf_utils, "tqdm", silent_tqdm):
+        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=gguf_file)
+        model = AutoModelForCausalLM.from_pretrained(
+            folder, gguf_file=gguf_file, dtype=torch.float32
+        )
     # The weights are dequantised to plain float32 tensors; drop the GGUF quantizer record
     # that would otherwise make save_pretrained refuse to write them.
     model.hf_quantizer = None
     for config in (model.config, getattr(model, "generation_config", None)):
         if config is not None and hasattr(config, "quantization_config"):
             delattr(config, "quantization_config")
-    model.save_pretrained(tmp)
+    with quiet_transformers(True):
+        model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
 
 
