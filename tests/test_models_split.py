@@ -334,9 +334,17 @@ def test_real_gemma3_converts_once_and_predicts_text():
     assert info["architecture"] == "Gemma3ForCausalLM" and info["is_causal"]
     assert (info["n_layers"], info["hidden_size"]) == (18, 640)
     assert 260e6 < info["n_params"] < 275e6
-    enc = tokenizer(["The capital of France is"], return_tensors="pt")
+    enc = tokenizer(["One, two, three, four,"], return_tensors="pt")
     with torch.no_grad():
         out = model(**enc, output_hidden_states=True)
     assert len(out.hidden_states) == 19
-    # a correctly dequantised model continues an obvious prompt; a scrambled one does not
-    assert tokenizer.decode(out.logits[0, -1].argmax()).strip() == "Paris"
+    # a correctly dequantised base model continues obvious prompts; a scrambled one does not
+    for prompt, answer in [
+        ("One, two, three, four,", "five"),
+        ("Monday, Tuesday, Wednesday,", "Thursday"),
+        ("The Eiffel Tower is in the city of", "Paris"),
+    ]:
+        enc = tokenizer([prompt], return_tensors="pt")
+        with torch.no_grad():
+            logits = model(**enc).logits[0, -1]
+        assert tokenizer.decode(logits.argmax()).strip() == answer
