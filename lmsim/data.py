@@ -302,11 +302,13 @@ def load_corpus(
         How ``max_docs`` lines are chosen. ``"random"``: a uniform random sample without
         replacement, seeded by ``seed`` and returned in corpus order, drawn in one
         streaming pass (reservoir sampling) that holds only the ``max_docs`` kept lines,
-        never the whole corpus: 2 M Wikipedia paragraphs hold about 1 GB of text.
-        ``"first"``: the first ``max_docs`` lines (only those are read). Default (None):
-        ``"random"`` for ``"hf:"`` corpora, whose first lines are one slice of the source
-        (e.g. Wikipedia articles in title order), ``"first"`` for the others (offline and
-        local corpora keep their earlier behaviour).
+        never the whole corpus. What is kept can still be large: a row of
+        ``hf:wikimedia/wikipedia`` is a whole article, ~4.5 kB on average (an estimate:
+        ~4.3 G words over ~6.7 M English articles), so the paper profile's 2 M articles
+        are ~9 GB of Python strings. ``"first"``: the first ``max_docs`` lines (only
+        those are read). Default (None): ``"random"`` for ``"hf:"`` corpora, whose first
+        lines are one slice of the source's storage order, ``"first"`` for the others
+        (offline and local corpora keep their earlier behaviour).
     seed : int
         Seed of the random sample; the same corpus, ``max_docs`` and seed give the same
         lines.
@@ -428,10 +430,13 @@ def chunk_corpus(
 
     ``texts`` is read once, as a stream, 1,000 lines per tokenizer call; only the token
     ids are kept, in numpy arrays of 2 bytes a token (ids < 65,536, e.g.
-    bert-base-uncased) or 4 bytes. At paper scale, 2 M Wikipedia paragraphs + 2 M book
-    lines (~300 M BERT tokens, an estimate) hold ~0.6 GB of ids, where lists of Python
-    ints took ~36 bytes a token (~11 GB) for each ``seq_len``. Pass a generator (e.g.
-    over files) to keep the text itself out of memory too.
+    bert-base-uncased) or 4 bytes, plus one batch as Python lists. At paper scale (2 M
+    Wikipedia articles + 2 M BookCorpus sentences: ~1.7 G bert-base-uncased tokens, an
+    estimate at ~830 tokens an article) that is ~3.4 GB of ids, where the lists of Python
+    ints kept before took ~36 bytes a token (~60 GB). The texts themselves are the
+    caller's: a list of the 2 M articles is another ~9 GB, a generator (e.g. over
+    files) keeps them out of memory. Each call tokenises the corpus again; the cost is
+    tokenisation time, not memory.
 
     Parameters
     ----------
