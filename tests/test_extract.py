@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import torch
 from _helpers import tiny_tokenizer
+from tokenizers import Tokenizer
 from torch import nn
 from transformers import (
     AutoModel,
@@ -26,6 +27,7 @@ from transformers import (
     GPT2LMHeadModel,
     LlamaConfig,
     LlamaModel,
+    PreTrainedTokenizerFast,
 )
 
 from lmsim import extract as ex

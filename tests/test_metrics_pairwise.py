@@ -101,7 +101,9 @@ def test_pairwise_matrix_runs_pairs_on_one_cpu_thread_and_restores_the_count(mon
     mom = Moments.from_arrays({"a": rng.normal(size=(50, 4)), "b": rng.normal(size=(50, 3))})
     calls = []
     prep_src, prep_tgt, pair = pw.MOMENT_METRICS["neuronsim"]
-    monkeypatch.setitem(pw.MOMENT_METRICS, "neuronsim", (prep_src, prep_tgt, recording(pair, calls)))
+    monkeypatch.setitem(
+        pw.MOMENT_METRICS, "neuronsim", (prep_src, prep_tgt, recording(pair, calls))
+    )
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
