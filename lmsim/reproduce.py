@@ -485,10 +485,16 @@ def provenance_text(info: Mapping[str, Any]) -> str:
     )
     versions = ", ".join(f"{name} {version}" for name, version in info["versions"].items())
     status = "" if info.get("status", "ok") == "ok" else " **(execution FAILED)**"
+    injected = ""
+    if info.get("overrides"):
+        injected = (
+            " The first code cell below holds the notebook's own defaults (the smoke values CI"
+            " runs); the cell after it, injected by papermill, sets this profile's values."
+        )
     return (
         f"Executed with profile `{info['profile']}` on {info['date']} in "
         f"{_format_seconds(info['wall_time_s'])} ({info['device']}){status}; "
-        f"parameters: {params or 'none'}; versions: {versions}."
+        f"parameters: {params or 'none'}; versions: {versions}.{injected}"
     )
 
 

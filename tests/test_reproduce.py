@@ -258,6 +258,9 @@ def test_provenance_text_marks_failures_and_long_times():
     }
     text = reproduce.provenance_text(info)
     assert "in 1 h 2 min (cuda (H100)) **(execution FAILED)**; parameters: none" in text
+    assert "injected by papermill" not in text, "no overrides: nothing to explain"
+    explained = reproduce.provenance_text({**info, "overrides": {"n": 5}})
+    assert "the cell after it, injected by papermill, sets this profile's values" in explained
 
 
 # ----------------------------------------------------------------------- execution (kernel)
