@@ -95,15 +95,19 @@ class Moments:
             self._offsets[name] = slice(start, start + width)
             start += width
         self.n = 0
-        self._mean = torch.zeros(start, dtype=torch.float64, device=self.device)
-        self._comoment = torch.zeros(start, start, dtype=torch.float64, device=self.device)
+        # Ordinary tensors even when built inside `torch.inference_mode()` (extraction hooks
+        # create them there): the in-place updates and merges may run outside it later.
+        with torch.inference_mode(False):
+            self._mean = torch.zeros(start, dtype=torch.float64, device=self.device)
+            self._comoment = torch.zeros(start, start, dtype=torch.float64, device=self.device)
 
     # The co-moment buffer. On CPU, updates write its upper triangle only (dsyrk); the
     # lower one is mirrored on the first read after an update (`_lower_stale`).
     @property
     def _comoment(self) -> torch.Tensor:
         if self._lower_stale:
-            _mirror_upper(self._cm)
+            with torch.inference_mode(self._cm.is_inference()):
+                _mirror_upper(self._cm)
             self._lower_stale = False
         return self._cm
 

