@@ -322,7 +322,9 @@ class TwoTowerSettings:
     eval_every, n_eval_chunks, checkpoint_every : int
     device : str
     threads : int or None
-        CPU threads while training (restored afterwards); not part of the cache key.
+        CPU threads while training (restored afterwards); not part of the cache key. Runs
+        with the same thread count are bit-identical; another count can change the last
+        bits of CPU reductions.
     bf16, fused_adamw, compile : bool
         CUDA-only speed-ups.
     """
@@ -981,12 +983,43 @@ def train_runs(
     settings: TwoTowerSettings,
     profile: str,
     progress: bool = True,
+    jobs: int = 1,
 ) -> dict[str, Path]:
-    """Train (or find) several runs, one after the other; ``{name: run folder}``."""
+    """Train (or find) several runs; ``{name: run folder}``.
+
+    Parameters
+    ----------
+    runs : sequence of RunSpec or dict (:meth:`RunSpec.from_dict`)
+    settings : TwoTowerSettings
+    profile : str
+    progress : bool
+    jobs : int
+        Runs trained at once on the CPU, each in its own one-thread process (1: one after
+        the other in this process, on ``settings.threads``). Ignored on CUDA.
+    """
     specs = [r if isinstance(r, RunSpec) else RunSpec.from_dict(r) for r in runs]
     names = [s.name for s in specs]
     if len(set(names)) != len(names):
         raise ValueError(f"run names must be unique, got {names}")
+    todo = [s for s in specs if not (run_dir(s, settings, profile) / _FACTS).exists()]
+    if jobs > 1 and len(todo) > 1 and resolve_device(settings.device).type == "cpu":
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        one_thread = dataclasses.replace(settings, threads=1)
+        context = multiprocessing.get_context("spawn")  # no fork of a threaded torch
+        # Longest first (left-to-right towers predict every position, BERT 15 %), so the
+        # last job does not run alone at the end.
+        todo.sort(
+            key=lambda s: (
+                s.config.tower == "bert",
+                -two_tower_flops_per_token(s.config, settings.seq_len),
+            )
+        )
+        with ProcessPoolExecutor(min(jobs, len(todo)), mp_context=context) as pool:
+            futures = [pool.submit(train_two_tower, s, one_thread, profile, False) for s in todo]
+            for future in futures:
+                future.result()
     return {s.name: train_two_tower(s, settings, profile, progress) for s in specs}
 
 
