@@ -82,6 +82,9 @@ __all__ = [
     "PAPER_CONFIGS",
     "PAPER_POS_CLAIMS",
     "PAPER_TABLE2",
+    "PAPER_RELATIONS",
+    "relation",
+    "pair_table",
     "PAPER_TABLE3",
     "PAPER_TABLE4",
     "PAPER_ICA_FACTS",
@@ -233,6 +236,12 @@ PAPER_TABLE2 = pd.DataFrame(
     index=_PAPER_CASES,
     columns=_PAPER_CASES,
 )
+# Table 2 by relation: two Bert-large seeds; Bert-base against Bert-large; across types.
+PAPER_RELATIONS: dict[str, tuple[float, float]] = {
+    "seed": (0.94, 0.94),
+    "size": (0.62, 0.72),
+    "type": (0.26, 0.91),
+}
 # Table 4: Spearman correlation among score vectors and the frequency rank (top 5,000).
 PAPER_TABLE4 = pd.DataFrame(
     [
@@ -1213,6 +1222,48 @@ def correlation_matrix(scores: Mapping[str, np.ndarray], tokens: np.ndarray) -> 
     names = list(scores)
     mat = [[score_correlation(scores[a][tokens], scores[b][tokens]) for b in names] for a in names]
     return pd.DataFrame(mat, index=names, columns=names)
+
+
+def relation(a: RunSpec, b: RunSpec) -> str:
+    """How two runs differ: ``"seed"`` (same architecture), ``"size"`` (same tower type) or
+    ``"type"`` (different tower types)."""
+    if a.config.tower != b.config.tower:
+        return "type"
+    return "seed" if a.config == b.config else "size"
+
+
+def pair_table(
+    corr: pd.DataFrame, specs: Sequence[RunSpec], null_p99: float | None = None
+) -> pd.DataFrame:
+    """Every pair of runs with its relation, our correlation and the paper's range for that
+    relation (:data:`PAPER_RELATIONS`, from Table 2).
+
+    Returns
+    -------
+    DataFrame, one row per pair
+        ``run A``, ``run B``, ``relation``, ``ours r``, ``paper r (min)``, ``paper r (max)``
+        and, with ``null_p99``, ``above null p99``.
+    """
+    by_name = {s.name: s for s in specs}
+    rows = []
+    for i, a in enumerate(corr.index):
+        for b in corr.index[i + 1 :]:
+            rel = relation(by_name[a], by_name[b])
+            lo, hi = PAPER_RELATIONS[rel]
+            rows.append(
+                {
+                    "run A": a,
+                    "run B": b,
+                    "relation": rel,
+                    "ours r": corr.loc[a, b],
+                    "paper r (min)": lo,
+                    "paper r (max)": hi,
+                }
+            )
+    table = pd.DataFrame(rows)
+    if null_p99 is not None:
+        table["above null p99"] = table["ours r"] > null_p99
+    return table
 
 
 def spearman_matrix(scores: Mapping[str, np.ndarray], tokens: np.ndarray) -> pd.DataFrame:

@@ -299,3 +299,21 @@ def test_config_and_spec_validation():
     spec = tt.RunSpec.from_dict({"name": "a", "tower": "elmo", "hidden": 8, "seed": 2})
     assert spec.seed == 2 and spec.config.state_dim == 16
     assert tt.PAPER_CONFIGS["bert-large"].layers == 24
+
+
+def test_pair_table_names_each_pairs_relation():
+    specs = [
+        tt.RunSpec("g0", tiny("gpt"), 0),
+        tt.RunSpec("g1", tiny("gpt"), 1),
+        tt.RunSpec("gw", tt.TowerConfig("gpt", hidden=16, layers=2, heads=2)),
+        tt.RunSpec("e0", tiny("elmo")),
+    ]
+    names = [s.name for s in specs]
+    corr = tt.correlation_matrix(
+        {n: np.arange(10.0) + i for i, n in enumerate(names)}, np.arange(10)
+    )
+    table = tt.pair_table(corr, specs, null_p99=0.5).set_index(["run A", "run B"])
+    assert table.loc[("g0", "g1"), "relation"] == "seed"
+    assert table.loc[("g0", "gw"), "relation"] == "size"
+    assert table.loc[("g1", "e0"), "relation"] == "type"
+    assert table["above null p99"].all() and len(table) == 6
