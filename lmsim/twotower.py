@@ -1137,8 +1137,10 @@ def preference_scores(
                 model.head(torch.cat([h1, h2], -1), model.embedding),
             ]
             for k, lg in enumerate(logits):
-                log_p = F.log_softmax(lg.double(), dim=-1)
-                sums[k].index_add_(0, target, log_p.gather(1, target[:, None])[:, 0].exp())
+                # log p(target) = logit - logsumexp: no (positions x vocab) softmax in float64
+                lg = lg.float()
+                log_p = lg.gather(1, target[:, None])[:, 0] - torch.logsumexp(lg, dim=-1)
+                sums[k].index_add_(0, target, log_p.double().exp())
                 hits[k] += (lg.argmax(-1) == target).sum()
             counts.index_add_(0, target, torch.ones_like(target, dtype=torch.float64))
     n = counts.sum().item()
