@@ -1,0 +1,143 @@
+"""Two-tower training throughput: tokens/s of each tower type, through lmsim's training loop.
+
+For each tower type (ELMo-style LSTMs, GPT-style causal transformer, BERT-style masked LM)
+one phase-1 run of ``--steps`` steps goes through :func:`lmsim.training.train` (the one
+training loop: AdamW, schedule, clipping, checkpoints, logging), and the same model, data
+and steps through a bare loop (forward, backward, clip, AdamW step, nothing else). The
+ratio bare/lmsim is the loop's overhead (1.0 = none). On CUDA the MFU of the towers is
+reported too (FLOPs/token of :func:`lmsim.twotower.two_tower_flops_per_token`; the
+vocabulary projection is left out, so it is a lower bound), with bf16 autocast.
+
+Usage::
+
+    python benchmarks/bench_twotower.py                       # PTB, zoo tokenizer, hidden 64
+    python benchmarks/bench_twotower.py --hidden 128 --layers 4 --steps 30 --threads 1
+    python benchmarks/bench_twotower.py --device cuda --hidden 512 --layers 8 --batch-size 64
+
+Writes ``benchmarks/results/twotower.json`` (``--out`` to change).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from lmsim import twotower as tt
+from lmsim._runtime import resolve_device
+from lmsim.training import mfu, train
+
+RESULTS = Path(__file__).resolve().parent / "results" / "twotower.json"
+
+
+def bare_loop(run, settings, device, steps: int) -> float:
+    """Seconds of ``steps`` plain AdamW steps of ``run`` (no schedule, logging or checkpoints)."""
+    params = [p for m in run.modules.values() for p in m.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=settings.lr, betas=(0.9, 0.98), weight_decay=0.01)
+    use_bf16 = device.type == "cuda"
+    start = time.perf_counter()
+    for step in range(steps):
+        with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=use_bf16):
+            loss, _, _ = run.loss_fn(step)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter() - start
+
+
+def measure(tower: str, args, data, device) -> dict:
+    settings = tt.TwoTowerSettings(
+        corpora=tuple(args.corpora),
+        tokenizer=args.tokenizer,
+        seq_len=args.seq_len,
+        batch_size=args.batch_size,
+        steps=args.steps,
+        max_train_lines=args.max_train_lines,
+        eval_every=10**9,
+        checkpoint_every=10**9,
+        bf16=device.type == "cuda",
+        device=str(device),
+    )
+    heads = max(1, args.hidden // 32)
+    config = tt.TowerConfig(tower, hidden=args.hidden, layers=args.layers, heads=heads)
+    out = {"tower": tower, "hidden": args.hidden, "layers": args.layers}
+    for label in ("lmsim", "bare"):
+        torch.manual_seed(0)
+        model = tt.TwoTowerLM(config, data.vocab_size, args.seq_len).to(device)
+        run = tt.phase1_run(model, data, settings, 0, device)
+        run.eval_fn = None
+        bare_loop(run, settings, device, 2)  # warm-up: allocator, kernels
+        if label == "lmsim":
+            with tempfile.TemporaryDirectory() as work:
+                result = train(run, settings.train_settings(), Path(work), device, progress=False)
+            seconds = result["train_seconds"]
+        else:
+            seconds = bare_loop(run, settings, device, args.steps)
+        tokens_per_s = args.steps * args.batch_size * args.seq_len / seconds
+        out[f"{label}_tokens_per_s"] = round(tokens_per_s, 1)
+    out["overhead_ratio"] = round(out["bare_tokens_per_s"] / out["lmsim_tokens_per_s"], 3)
+    out["params"] = sum(p.numel() for p in model.parameters())
+    flops = tt.two_tower_flops_per_token(config, args.seq_len)
+    out["mfu"] = mfu(out["lmsim_tokens_per_s"], flops, device)
+    return out
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--corpora", nargs="+", default=["ptb"])
+    parser.add_argument("--tokenizer", default="zoo:default")
+    parser.add_argument("--max-train-lines", type=int, default=4000)
+    parser.add_argument("--hidden", type=int, default=64)
+    parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--seq-len", type=int, default=64)
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--towers", nargs="+", default=list(tt.TOWER_TYPES))
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = resolve_device(args.device)
+    settings = tt.TwoTowerSettings(
+        corpora=tuple(args.corpora),
+        tokenizer=args.tokenizer,
+        seq_len=args.seq_len,
+        max_train_lines=args.max_train_lines,
+    )
+    data = tt.load_data(settings)
+    rows = [measure(tower, args, data, device) for tower in args.towers]
+    report = {
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "vocab_size": data.vocab_size,
+        "seq_len": args.seq_len,
+        "batch_size": args.batch_size,
+        "steps": args.steps,
+        "results": rows,
+    }
+    for row in rows:
+        mfu_text = "" if row["mfu"] is None else f", MFU {row['mfu']:.1%}"
+        print(
+            f"{row['tower']:>4}: {row['lmsim_tokens_per_s']:,.0f} tokens/s through "
+            f"lmsim.training.train, {row['bare_tokens_per_s']:,.0f} bare "
+            f"(overhead ratio {row['overhead_ratio']:.2f}){mfu_text}"
+        )
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2))
+    return report
+
+
+if __name__ == "__main__":
+    main()
