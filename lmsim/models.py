@@ -141,7 +141,6 @@ def _train_tiny_tokenizer(kind: str, vocab_size: int):
         Tokenizer,
         decoders,
         models,
-        normalizers,
         pre_tokenizers,
         processors,
         trainers,
@@ -150,15 +149,9 @@ def _train_tiny_tokenizer(kind: str, vocab_size: int):
 
     corpus = _tokenizer_corpus()
     if kind == "bert":
-        from lmsim.zoo.text import SPECIAL_TOKENS as specials
-        from lmsim.zoo.text import wordpiece_vocab
+        from lmsim.zoo.text import word_counts, wordpiece_tokenizer, wordpiece_vocab
 
-        normalizer = normalizers.BertNormalizer(lowercase=True)
-        pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-        counts: dict[str, int] = {}
-        for line in corpus:
-            for word, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(line)):
-                counts[word] = counts.get(word, 0) + 1
+        counts = word_counts(corpus)
         # Every printable ASCII character starts a piece (single characters are never
         # kept as words), so any ASCII word splits into known pieces and [UNK] is rare on
         # real text (PTB). The vocabulary is built deterministically (ties broken
@@ -166,28 +159,7 @@ def _train_tiny_tokenizer(kind: str, vocab_size: int):
         # frequent merges in hash-map order, so each fresh build got another vocabulary.
         for char in _ascii_alphabet():
             counts.setdefault(char, 0)
-        vocab = wordpiece_vocab(counts, vocab_size)
-        tok = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
-        tok.normalizer = normalizer
-        tok.pre_tokenizer = pre_tokenizer
-        tok.add_special_tokens(specials)
-        cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
-        tok.post_processor = processors.TemplateProcessing(
-            single="[CLS] $A [SEP]",
-            pair="[CLS] $A [SEP] $B:1 [SEP]:1",
-            special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
-        )
-        tok.decoder = decoders.WordPiece()
-        return PreTrainedTokenizerFast(
-            tokenizer_object=tok,
-            unk_token="[UNK]",
-            pad_token="[PAD]",
-            cls_token="[CLS]",
-            sep_token="[SEP]",
-            mask_token="[MASK]",
-            model_max_length=128,
-            padding_side="right",
-        )
+        return wordpiece_tokenizer(wordpiece_vocab(counts, vocab_size), 128, bos_eos=False)
     specials = ["<|endoftext|>"] if kind == "gpt2" else ["<unk>", "<s>", "</s>"]
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)

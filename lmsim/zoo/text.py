@@ -74,6 +74,68 @@ def wordpiece_vocab(
     return {tok: i for i, tok in enumerate(dict.fromkeys([*vocab, *kept, *pieces, *extra]))}
 
 
+def word_counts(lines: Sequence[str]) -> dict[str, int]:
+    """Counts of the lower-cased, BERT-pre-tokenised words of ``lines``.
+
+    A literal ``[UNK]`` (PTB's out-of-vocabulary marker, mapped by :func:`_ptb_lines`) is a
+    special token, not a word to split, so text is split around it.
+    """
+    from tokenizers import normalizers, pre_tokenizers
+
+    normalizer = normalizers.BertNormalizer(lowercase=True)
+    pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    counts: dict[str, int] = {}
+    for line in lines:
+        for part in line.split("[UNK]"):
+            for word, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(part)):
+                counts[word] = counts.get(word, 0) + 1
+    return counts
+
+
+def wordpiece_tokenizer(vocab: dict[str, int], model_max_length: int, bos_eos: bool = True):
+    """A lower-casing BERT WordPiece tokenizer over a given vocabulary.
+
+    Parameters
+    ----------
+    vocab : dict of str to int
+        Token -> id, the five :data:`SPECIAL_TOKENS` included (see :func:`wordpiece_vocab`).
+    model_max_length : int
+    bos_eos : bool
+        Also declare ``[CLS]``/``[SEP]`` as the bos/eos tokens (the zoo's causal models share
+        the vocabulary); off for a plain BERT tokenizer.
+
+    Returns
+    -------
+    transformers.PreTrainedTokenizerFast
+        ``[CLS] x [SEP]`` (``[CLS] a [SEP] b [SEP]`` for pairs), right padding.
+    """
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.WordPiece()
+    tok.add_special_tokens(SPECIAL_TOKENS)
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])],
+    )
+    extra = {"bos_token": "[CLS]", "eos_token": "[SEP]"} if bos_eos else {}
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        unk_token="[UNK]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        pad_token="[PAD]",
+        mask_token="[MASK]",
+        model_max_length=model_max_length,
+        padding_side="right",
+        **extra,
+    )
+
+
 def train_tokenizer(lines: Sequence[str], vocab_size: int, model_max_length: int):
     """Build the zoo's lower-casing WordPiece tokenizer from ``lines``, deterministically.
 
@@ -90,39 +152,8 @@ def train_tokenizer(lines: Sequence[str], vocab_size: int, model_max_length: int
         ``[CLS] x [SEP]`` (``[CLS] a [SEP] b [SEP]`` for pairs); ``[CLS]``/``[SEP]`` are also
         the bos/eos tokens, so causal models share the vocabulary.
     """
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
-    from transformers import PreTrainedTokenizerFast
-
-    normalizer = normalizers.BertNormalizer(lowercase=True)
-    pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    counts: dict[str, int] = {}
-    for line in lines:
-        for part in line.split("[UNK]"):  # [UNK] is a special token, not a word to split
-            for word, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(part)):
-                counts[word] = counts.get(word, 0) + 1
-    vocab = wordpiece_vocab(counts, vocab_size)
-    tok = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
-    tok.normalizer = normalizer
-    tok.pre_tokenizer = pre_tokenizer
-    tok.decoder = decoders.WordPiece()
-    tok.add_special_tokens(SPECIAL_TOKENS)
-    tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]",
-        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
-        special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])],
-    )
-    return PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        unk_token="[UNK]",
-        cls_token="[CLS]",
-        sep_token="[SEP]",
-        pad_token="[PAD]",
-        mask_token="[MASK]",
-        bos_token="[CLS]",
-        eos_token="[SEP]",
-        model_max_length=model_max_length,
-        padding_side="right",
-    )
+    vocab = wordpiece_vocab(word_counts(lines), vocab_size)
+    return wordpiece_tokenizer(vocab, model_max_length)
 
 
 def tokenizer_dir(profile: str | ZooProfile | None = None, build: bool = True) -> Path:
