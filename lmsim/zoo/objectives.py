@@ -190,6 +190,18 @@ def _mlm_logits(model, inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tens
     return model.cls(hidden[labels != IGNORE_INDEX])
 
 
+def _masked_eval(model, data: _LMData, prof: ZooProfile, device) -> dict:
+    """Validation perplexity of a masked LM during training (first ``n_eval_chunks`` chunks)."""
+    out = _masked_ppl(
+        lambda x, y: _mlm_logits(model, x, y),
+        data.valid[: prof.n_eval_chunks],
+        data,
+        prof.batch_size,
+        device,
+    )
+    return {"val_ppl": out["val_ppl"], "unigram_ppl": out["unigram_ppl"]}
+
+
 def _lm_batch(data: _LMData, prof: ZooProfile, seed: int, step: int, device):
     idx = batch_indices(len(data.train), prof.batch_size, step, seed)
     return data.train[torch.as_tensor(idx)].to(device)
@@ -211,14 +223,7 @@ def _mlm_run(model, data: _LMData, prof: ZooProfile, seed: int, device) -> Train
         return loss, batch.numel(), {}
 
     def eval_fn():
-        out = _masked_ppl(
-            lambda x, y: _mlm_logits(model, x, y),
-            data.valid[: prof.n_eval_chunks],
-            data,
-            prof.batch_size,
-            device,
-        )
-        return {"val_ppl": out["val_ppl"], "unigram_ppl": out["unigram_ppl"]}
+        return _masked_eval(model, data, prof, device)
 
     n_layers = model.config.num_hidden_layers
     return TrainingRun(
@@ -368,14 +373,7 @@ def _distil_run(
         return terms["loss"], batch.numel(), extras
 
     def eval_fn():
-        out = _masked_ppl(
-            lambda x, y: _mlm_logits(student, x, y),
-            data.valid[: prof.n_eval_chunks],
-            data,
-            prof.batch_size,
-            device,
-        )
-        return {"val_ppl": out["val_ppl"], "unigram_ppl": out["unigram_ppl"]}
+        return _masked_eval(student, data, prof, device)
 
     n_layers = student.config.num_hidden_layers
     # The teacher's forward pass costs a third of its training FLOPs.
