@@ -170,3 +170,28 @@ def tiny_tokenizer(kind: str, corpus: Sequence[str], piece_len: int = 3):
             tokenizer_object=tok, eos_token=GPT2_SPECIAL, bos_token=GPT2_SPECIAL
         )
     raise ValueError(f"unknown tokenizer kind {kind!r}; choose 'wordpiece' or 'bytelevel'")
+
+
+def tiny_zoo_profile():
+    """A zoo profile that trains every model in seconds (tests only)."""
+    from lmsim import zoo
+
+    return zoo.ZooProfile(
+        name="tiny",
+        vocab_size=300,
+        hidden=16,
+        layers=2,
+        deep_layers=4,
+        heads=2,
+        seq_len=16,
+        batch_size=8,
+        steps=4,
+        lr=3e-3,
+        max_train_lines=300,
+        max_valid_lines=40,
+        max_ft_train=24,
+        max_ft_test=24,
+        eval_every=2,
+        n_eval_chunks=4,
+        checkpoint_every=2,
+    )

@@ -9,28 +9,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from _helpers import tiny_zoo_profile
 
 from lmsim import zoo
 
-TINY = zoo.ZooProfile(
-    name="tiny",
-    vocab_size=300,
-    hidden=16,
-    layers=2,
-    deep_layers=4,
-    heads=2,
-    seq_len=16,
-    batch_size=8,
-    steps=4,
-    lr=3e-3,
-    max_train_lines=300,
-    max_valid_lines=40,
-    max_ft_train=24,
-    max_ft_test=24,
-    eval_every=2,
-    n_eval_chunks=4,
-    checkpoint_every=2,
-)
+TINY = tiny_zoo_profile()
 
 
 @pytest.fixture(autouse=True)
