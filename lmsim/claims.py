@@ -169,13 +169,13 @@ def _records_of(nb: dict) -> Iterable[dict]:
                 yield payload
 
 
-def collect(pages: Iterable[str | Path]) -> pd.DataFrame:
+def collect(pages: Iterable[str | Path | dict]) -> pd.DataFrame:
     """Claims recorded in executed notebooks (the last record of each page wins).
 
     Parameters
     ----------
-    pages : iterable of path
-        Executed ``.ipynb`` files.
+    pages : iterable of path or dict
+        Executed ``.ipynb`` files, or notebooks already read (their JSON as a dict).
 
     Returns
     -------
@@ -184,8 +184,8 @@ def collect(pages: Iterable[str | Path]) -> pd.DataFrame:
         records contribute nothing.
     """
     rows = []
-    for path in pages:
-        nb = json.loads(Path(path).read_text())
+    for page in pages:
+        nb = page if isinstance(page, dict) else json.loads(Path(page).read_text())
         payloads = list(_records_of(nb))
         if payloads:
             last = payloads[-1]
