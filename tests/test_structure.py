@@ -407,3 +407,62 @@ def test_layer_check_catches_upward_and_circular_imports(tmp_path):
     finally:
         IMPORTS.clear()
         IMPORTS.update(saved)
+
+
+# ------------------------------------------------------------------------ quiet pages
+def _check_book():
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("check_book", REPO / "tools" / "check_book.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["check_book"] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def _output_texts(nb) -> list[str]:
+    texts = []
+    for cell in nb.cells:
+        for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            if output.output_type == "stream":
+                texts.append(output.text)
+            elif output.output_type == "error":
+                texts.append("\n".join(output.traceback))
+            else:
+                texts.append(output.get("data", {}).get("text/plain", ""))
+    return texts
+
+
+@pytest.mark.parametrize("path", EXECUTED, ids=_ids(EXECUTED))
+def test_executed_page_outputs_are_quiet(path):
+    # The browser check's own detectors (tools/check_book.py), on the page's outputs: no
+    # progress bars, warnings, tracebacks or local paths reach a reader.
+    check = _check_book()
+    nb = nbformat.read(str(path), as_version=4)
+    problems = [
+        p for text in _output_texts(nb) for p in check.check_output_text(_key(path), "", text)
+    ]
+    assert not problems, [f"{p.category}: {p.snippet}" for p in problems[:5]]
+
+
+@pytest.mark.parametrize("path", EXECUTED, ids=_ids(EXECUTED))
+def test_executed_page_figures_have_alt_text(path):
+    nb = nbformat.read(str(path), as_version=4)
+    missing = [
+        index
+        for index, cell in enumerate(nb.cells)
+        if cell.cell_type == "code"
+        and any("image/png" in o.get("data", {}) for o in cell.get("outputs", []))
+        and not cell.metadata.get("mystnb", {}).get("image", {}).get("alt")
+    ]
+    assert not missing, f"figure cells without alt text (mystnb.image.alt): {missing}"
+
+
+def test_quiet_page_checks_catch_noise():
+    check = _check_book()
+    noisy = (
+        "extract:  42%|████▏     | 5/12 [00:01<00:02, 3.1text/s]\n/root/x.py:3: RuntimeWarning: y"
+    )
+    categories = {p.category for p in check.check_output_text("p", "", noisy)}
+    assert {"progress", "warning", "local_path"} <= categories
