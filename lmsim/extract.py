@@ -13,6 +13,11 @@ Hidden states
     and one joint :class:`~lmsim.moments.Moments` holds the blocks ``"{model}/layer.{i}"``
     of all of them. Both functions share one batch iterator (``_pooled_batches``).
 
+Data parallel
+    Under ``torch.distributed`` (``torchrun``, ``accelerate launch``; ``python -m
+    lmsim.extract`` is a command-line entry) :func:`extract_moments` splits its shards over
+    the ranks and merges them exactly, and :func:`extract_activations` its batches.
+
 Attentions
     :func:`extract_attentions` returns per-head attention probabilities converted from
     subwords to words as Wu et al. (2020, Sec. 4) and Clark et al. (2019) do.
@@ -1045,16 +1050,17 @@ def extract_moments(
         Which zoo build ``"zoo/<name>"`` model names load (see :func:`lmsim.models.load_model`).
     distributed : "auto", bool or torch.distributed.ProcessGroup
         Split the shards over the ranks of a process group (data parallel, launched by
-        ``torchrun`` or ``accelerate launch``): rank ``r`` of ``W`` computes shards
-        ``r, r + W, ...`` (interleaved, so every rank gets long and short texts), each into
-        its own :class:`Moments`, and :meth:`Moments.merge_all_ranks` merges them in shard
-        order, so every rank returns the same moments, equal bit for bit to one process's
-        (given the same forward passes per shard). With ``cache``, each rank writes the
-        shards it computed; shards do not depend on the number of ranks, so a run resumes
-        or is reused with any number of them. An unindexed ``device`` (``"auto"``,
-        ``"cuda"``) means GPU ``rank % device_count`` on each rank. ``"auto"``: the default
-        group when ``torch.distributed`` is initialised with more than one rank, else this
-        process alone; ``True``: the default group (raises if not initialised); ``False``:
+        ``torchrun`` or ``accelerate launch``). The ranks take the shards in turns, back
+        and forth (``0, 1, ..., W-1, W-1, ..., 0, 0, ...``), so each gets long and short
+        texts alike, and compute each into its own :class:`Moments`;
+        :meth:`Moments.merge_all_ranks` merges them in shard order, so every rank returns
+        the same moments, equal bit for bit to one process's (given the same forward
+        passes per shard). With ``cache``, each rank writes the shards it computed; shards
+        do not depend on the number of ranks, so a run resumes or is reused with any
+        number of them. An unindexed ``device`` (``"auto"``, ``"cuda"``) means GPU
+        ``rank % device_count`` on each rank. ``"auto"``: the default group when
+        ``torch.distributed`` is initialised with more than one rank, else this process
+        alone; ``True``: the default group (raises if not initialised); ``False``:
         this process alone. Give at least ``W`` shards, or ranks sit idle.
 
     Returns
@@ -1093,10 +1099,10 @@ def extract_moments(
         lowercase=lowercase,
         zoo_profile=zoo_profile,
     )
-    rank, world = (dist.get_rank(group), dist.get_world_size(group)) if group else (0, 1)
+    rank, world = _rank_world(group)
     shard_ids = _shards(plan, int(shard_size), by_length=not return_shards)
     n_shards = len(shard_ids)
-    mine = list(range(rank, n_shards, world))  # interleaved: every rank gets long and short
+    mine = [k for k in range(n_shards) if _owner(k, world) == rank]
     folder = payload = None
     shards: dict[int, Moments | None] = dict.fromkeys(mine)
     if cache:
@@ -1160,7 +1166,8 @@ def extract_moments(
         # Ranks rewriting the manifest at once can drop each other's records: rank 0
         # writes all of them once more (the gather also waits for every rank's files).
         everyone: list = [None] * world
-        dist.all_gather_object(everyone, written, group=group)
+        with _device_scope(plan.device):
+            dist.all_gather_object(everyone, written, group=group)
         if rank == 0:
             _write_manifest(
                 folder, payload, n_shards, {k: v for w in everyone for k, v in w.items()}
@@ -1185,6 +1192,20 @@ def _shards(plan: _Plan, shard_size: int, by_length: bool) -> list[np.ndarray]:
     return [order[start : start + shard_size] for start in range(0, n_texts, shard_size)]
 
 
+def _owner(k: int, world: int) -> int:
+    """Rank that computes shard ``k``: ranks take the longest-first shards in turns, back and
+    forth (0, 1, ..., W-1, W-1, ..., 0, 0, 1, ...), so their token counts stay even."""
+    turn, seat = divmod(k, world)
+    return seat if turn % 2 == 0 else world - 1 - seat
+
+
+def _rank_world(group) -> tuple[int, int]:
+    """This process's rank in ``group`` and the group's size; (0, 1) without a group."""
+    if group is None:
+        return 0, 1
+    return dist.get_rank(group), dist.get_world_size(group)
+
+
 def _rank_device(device, group):
     """Under ``torch.distributed``, an unindexed CUDA device means this rank's own GPU
     (``rank % device_count``, the local rank of the usual one-process-per-GPU launch)."""
@@ -1192,6 +1213,12 @@ def _rank_device(device, group):
     if group is None or resolved.type != "cuda" or resolved.index is not None:
         return device
     return torch.device("cuda", dist.get_rank() % torch.cuda.device_count())
+
+
+def _device_scope(device: torch.device):
+    """Make ``device`` the current CUDA device for a block: NCCL runs object collectives
+    (``all_gather_object``) on the current device, which must be this rank's own."""
+    return torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext()
 
 
 def _process_group(distributed):
@@ -1281,7 +1308,7 @@ def extract_activations(
         (tokens) of ``texts[0]`` then those of ``texts[1]`` and so on.
     """
     group = _process_group(distributed)
-    rank, world = (dist.get_rank(group), dist.get_world_size(group)) if group else (0, 1)
+    rank, world = _rank_world(group)
     plan = _plan(
         models,
         texts,
@@ -1317,7 +1344,8 @@ def extract_activations(
         bar.close()
     if group is not None:
         gathered: list = [None] * world
-        dist.all_gather_object(gathered, pieces, group=group)
+        with _device_scope(plan.device):
+            dist.all_gather_object(gathered, pieces, group=group)
         del pieces
         for rank_pieces in gathered:
             for dest, rows in rank_pieces:
@@ -1582,8 +1610,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``python -m lmsim.extract``: moments of a corpus, on one process or data parallel.
 
     Under ``torchrun`` (or ``accelerate launch``) the launcher's environment initialises
-    the default process group (NCCL on GPUs, gloo on CPUs) and every rank runs
-    :func:`extract_moments` with ``distributed=True``; rank 0 saves the merged moments::
+    the default process group (NCCL on GPUs, gloo on CPUs), every rank runs
+    :func:`extract_moments` on its share of the shards, and rank 0 saves the merged
+    moments::
 
         torchrun --nproc_per_node 8 -m lmsim.extract --models bert-base-uncased gpt2 \\
             --corpus ptb --split valid --pooling word --out ptb_valid.safetensors

@@ -22,6 +22,7 @@ nearly collinear neurons. No full-size temporary is allocated per chunk or per m
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -257,6 +258,7 @@ class Moments:
         *,
         group=None,
         return_parts: bool = False,
+        device: str | torch.device | None = None,
     ) -> Moments | tuple[Moments, list[Moments]]:
         """Merge parts spread over the ranks of a ``torch.distributed`` group, in part order.
 
@@ -280,12 +282,15 @@ class Moments:
             Default: the default process group (initialised, as by ``torchrun``).
         return_parts : bool, default=False
             Also return every part (received ones included), in index order.
+        device : str or torch.device, optional
+            Where received parts and the result live. Default: the device of this rank's
+            parts; for a rank without parts the CPU (gloo) or the current CUDA device
+            (NCCL).
 
         Returns
         -------
         merged : Moments
-            On this rank's device (the device of its parts, else of the first part's
-            owner's blocks, on ``torch.device("cpu")`` for the gloo backend).
+            The same on every rank.
         parts : list of Moments
             Only with ``return_parts=True``.
         """
@@ -297,7 +302,22 @@ class Moments:
                 "launch with torchrun and call torch.distributed.init_process_group() first"
             )
         mine = {int(k): part for k, part in parts.items()}
-        local = {k: (part.n, list(part.dims.items()), str(part.device)) for k, part in mine.items()}
+        if device is None:
+            device = next(iter(mine.values())).device if mine else torch.device("cpu")
+            if not mine and dist.get_backend(group) == "nccl":
+                device = torch.device("cuda", torch.cuda.current_device())
+        device = torch.device(device)
+        # Object collectives run on the current CUDA device under NCCL: make it ours.
+        scope = torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext()
+        with scope:
+            return cls._merge_ranks(mine, n_parts, group, return_parts, device)
+
+    @classmethod
+    def _merge_ranks(cls, mine, n_parts, group, return_parts, device):
+        """:meth:`merge_all_ranks` once its arguments are checked and ``device`` is current."""
+        import torch.distributed as dist
+
+        local = {k: (part.n, list(part.dims.items())) for k, part in mine.items()}
         gathered: list = [None] * dist.get_world_size(group)
         dist.all_gather_object(gathered, local, group=group)
         owner: dict[int, int] = {}
@@ -315,9 +335,6 @@ class Moments:
             raise ValueError(f"ranks hold parts with different blocks: {sorted(layouts)}")
         dims = dict(gathered[owner[0]][0][1])
         width = sum(int(w) for w in dims.values())
-        device = next(iter(mine.values())).device if mine else torch.device("cpu")
-        if not mine and dist.get_backend(group) == "nccl":
-            device = torch.device("cuda", torch.cuda.current_device())
         merged: Moments | None = None
         out_parts: list[Moments] = []
         for k in range(n_parts):

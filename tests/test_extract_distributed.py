@@ -147,19 +147,6 @@ def test_two_gloo_ranks_equal_one_process_bit_for_bit(model_dirs, tmp_path, monk
     assert len(json.loads(manifest.read_text())["shards"]) == 5
 
 
-def test_merge_all_ranks_needs_an_initialised_group():
-    mom = Moments.from_arrays({"a": np.ones((3, 2))})
-    with pytest.raises(RuntimeError, match="init_process_group"):
-        Moments.merge_all_ranks({0: mom}, 1)
-
-
-def test_distributed_true_without_a_group_names_the_launcher(model_dirs):
-    with pytest.raises(RuntimeError, match="torchrun"):
-        extract_moments(_pairs(model_dirs), TEXTS, device="cpu", distributed=True)
-    with pytest.raises(TypeError, match="`distributed` must be"):
-        extract_moments(_pairs(model_dirs), TEXTS, device="cpu", distributed="yes")
-
-
 @pytest.mark.slow  # three fresh interpreters: ~15 s idle, 40 s on a loaded 2-core machine
 def test_torchrun_launches_the_command_line(model_dirs, tmp_path):
     """``torchrun --nproc_per_node 2 -m lmsim.extract``: the documented launch."""
@@ -186,3 +173,8 @@ def test_torchrun_launches_the_command_line(model_dirs, tmp_path):
     ex.main([*args, "--out", str(tmp_path / "one.st")])
     two, one = Moments.load(tmp_path / "two.st"), Moments.load(tmp_path / "one.st")
     _assert_same(_state(two), _state(one))
+
+
+def test_ranks_take_the_length_ordered_shards_back_and_forth():
+    assert [ex._owner(k, 3) for k in range(8)] == [0, 1, 2, 2, 1, 0, 0, 1]
+    assert [ex._owner(k, 1) for k in range(3)] == [0, 0, 0]
