@@ -178,7 +178,9 @@ def fitting_sentences(sentences: Sequence[Sentence], tokenizers: Sequence, max_l
     words = [s.words for s in sentences]
     for tok in tokenizers:
         limit = min(int(max_length), int(getattr(tok, "model_max_length", max_length)))
-        ids = tok(words, is_split_into_words=True, add_special_tokens=True)["input_ids"]
+        # verbose=False: over-long sentences are what is measured here, not a mistake to warn of
+        ids = tok(words, is_split_into_words=True, add_special_tokens=True, verbose=False)
+        ids = ids["input_ids"]
         keep &= np.array([len(x) <= limit for x in ids])
     return [s for s, k in zip(sentences, keep, strict=True) if k]
 

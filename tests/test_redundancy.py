@@ -65,7 +65,7 @@ def test_fitting_sentences_drops_what_a_tokenizer_truncates():
     class Tok:
         model_max_length = 5
 
-        def __call__(self, words, is_split_into_words, add_special_tokens):
+        def __call__(self, words, is_split_into_words, add_special_tokens, verbose):
             return {"input_ids": [[0] * (len(w) + 2) for w in words]}
 
     sentences = [Sentence(["a"] * n) for n in (1, 3, 4)]
