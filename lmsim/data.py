@@ -668,7 +668,9 @@ def _load_spacy():
     except ImportError as err:
         raise ImportError("silver annotations need spaCy: `pip install -e .[offline]`") from err
     try:
-        return spacy.load(_SPACY_PACKAGE)
+        # Only tagging and parsing are read: the lemmatizer and NER would double the time
+        # (measured: 300 Brown sentences 6.9 s -> 3.4 s, identical pos_/dep_/head).
+        return spacy.load(_SPACY_PACKAGE, exclude=["ner", "lemmatizer"])
     except OSError as err:
         raise ImportError(
             f"spaCy model package `{_SPACY_PACKAGE}` is missing: "

@@ -326,6 +326,7 @@ LAYERS = [
     ["lmsim.extract"],
     ["lmsim.lmd", "lmsim.plotting", "lmsim.merge", "lmsim.probe", "lmsim.cluster"],
     ["lmsim.twotower", "lmsim.brown", "lmsim.layersim"],
+    ["lmsim.redundancy"],
     ["lmsim.reproduce"],
 ]
 
