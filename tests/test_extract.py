@@ -15,6 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from _helpers import EXTRACTION_SENTENCES as SENTENCES
+from _helpers import EXTRACTION_TEXTS as TEXTS
 from _helpers import tiny_tokenizer
 from tokenizers import Tokenizer
 from torch import nn
@@ -54,18 +56,6 @@ CORPUS = [
     "the quick brown fox jumps over the lazy dog",
     "representations of different networks are compared",
 ]
-TEXTS = [
-    "the cat sat",
-    "a dog barked loudly at the unbelievable postman on the mat",
-    "green ideas",
-    "sea shells by the sea shore sleep furiously",
-    "interpretability is hard",
-    "uncommon subwords",
-    "the quick brown fox jumps over the lazy dog and the cat",
-    "networks",
-    "the mat",
-]
-SENTENCES = [t.split() for t in TEXTS]
 
 
 # ---------------------------------------------------------------------- tiny models

@@ -18,6 +18,8 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from _helpers import EXTRACTION_SENTENCES as SENTENCES
+from _helpers import EXTRACTION_TEXTS as TEXTS
 from _helpers import tiny_tokenizer
 from transformers import AutoModel, AutoTokenizer, BertConfig, BertModel, GPT2Config, GPT2Model
 
@@ -27,18 +29,6 @@ from lmsim.moments import Moments
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-TEXTS = [
-    "the cat sat",
-    "a dog barked loudly at the unbelievable postman on the mat",
-    "green ideas",
-    "sea shells by the sea shore sleep furiously",
-    "interpretability is hard",
-    "uncommon subwords",
-    "the quick brown fox jumps over the lazy dog and the cat",
-    "networks",
-    "the mat",
-]
-SENTENCES = [t.split() for t in TEXTS]
 WORLD = 2
 
 
