@@ -324,7 +324,14 @@ LAYERS = [
     ["lmsim.zoo"],
     ["lmsim.models"],
     ["lmsim.extract"],
-    ["lmsim.lmd", "lmsim.plotting", "lmsim.merge", "lmsim.probe", "lmsim.cluster", "lmsim.finetune"],
+    [
+        "lmsim.lmd",
+        "lmsim.plotting",
+        "lmsim.merge",
+        "lmsim.probe",
+        "lmsim.cluster",
+        "lmsim.finetune",
+    ],
     ["lmsim.twotower", "lmsim.brown"],
     ["lmsim.reproduce"],
 ]
