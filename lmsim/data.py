@@ -835,6 +835,37 @@ def _finefood() -> dict:
     return out
 
 
+_HF_TEXT_COLUMNS = ("sentence", "text", "review", "content", "sentence1")
+
+
+def _hf_classification(spec: str) -> dict:
+    """``"hf:<dataset>[:<config>]"``: its ``train`` and ``validation`` (else ``test``) splits.
+
+    The text is the first of :data:`_HF_TEXT_COLUMNS` the set has, the label its ``label``
+    column (a ``ClassLabel``, whose names become ``label_names``). GLUE's test labels are
+    hidden, so the validation split is the test set, as in the paper.
+    """
+    parts = spec[3:].split(":")
+    if not parts[0] or len(parts) > 2:
+        raise ValueError(f"a Hugging Face set is written 'hf:<dataset>[:<config>]', got {spec!r}")
+    from datasets import load_dataset
+
+    ds = load_dataset(*parts)
+    test_split = "validation" if "validation" in ds else "test"
+    columns = ds["train"].column_names
+    text = next((c for c in _HF_TEXT_COLUMNS if c in columns), None)
+    if text is None or "label" not in columns:
+        raise ValueError(
+            f"{spec!r} has columns {columns}; a classification set needs a `label` column and "
+            f"one of {list(_HF_TEXT_COLUMNS)}"
+        )
+    out = {"label_names": list(ds["train"].features["label"].names)}
+    for part, split in (("train", "train"), ("test", test_split)):
+        out[f"{part}_texts"] = [str(t) for t in ds[split][text]]
+        out[f"{part}_labels"] = [int(y) for y in ds[split]["label"]]
+    return out
+
+
 def _smoke_classification(seed: int) -> tuple[list[str], list[int], list[str]]:
     rng = random.Random(1000 + seed)
     animals = ["cat", "dog", "bird", "horse", "fox", "owl", "rabbit", "goat"]
@@ -857,7 +888,7 @@ def load_classification(name: str, seed: int = 0, test_fraction: float = 0.2) ->
 
     Parameters
     ----------
-    name : {"bbcnews", "finefood", "smoke", "smoke-adverb"}
+    name : {"bbcnews", "finefood", "smoke", "smoke-adverb"} or "hf:<dataset>[:<config>]"
         ``"bbcnews"`` has no official split: a seeded stratified split with
         ``test_fraction`` is made; ``"finefood"`` uses its own train/test parts (``seed``
         unused); ``"smoke"`` is generated (200 texts) and split like bbcnews;
@@ -872,6 +903,8 @@ def load_classification(name: str, seed: int = 0, test_fraction: float = 0.2) ->
         ``train_texts``, ``train_labels``, ``test_texts``, ``test_labels`` (lists; labels
         are ints in ``range(len(label_names))``) and ``label_names``.
     """
+    if name.startswith("hf:"):
+        return _hf_classification(name)
     if name == "finefood":
         return _finefood()
     if name == "bbcnews":

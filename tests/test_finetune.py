@@ -199,3 +199,27 @@ def test_bad_inputs_name_the_problem():
         finetune(texts, labels, names, SETTINGS, name="a/b")
     with pytest.raises(ValueError, match="epochs"):
         FinetuneSettings(epochs=0)
+
+
+def test_hf_classification_reads_train_and_validation(monkeypatch):
+    datasets = pytest.importorskip("datasets")
+
+    def fake_load(path, config=None):
+        assert (path, config) == ("glue", "sst2")
+        features = datasets.Features(
+            {"sentence": datasets.Value("string"), "label": datasets.ClassLabel(names=["n", "p"])}
+        )
+        split = {"sentence": ["good", "bad"], "label": [1, 0]}
+        return datasets.DatasetDict(
+            {
+                "train": datasets.Dataset.from_dict(split, features=features),
+                "validation": datasets.Dataset.from_dict(split, features=features),
+            }
+        )
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_load)
+    d = load_classification("hf:glue:sst2")
+    assert d["label_names"] == ["n", "p"] and d["test_texts"] == ["good", "bad"]
+    assert d["train_labels"] == [1, 0]
+    with pytest.raises(ValueError, match="hf:<dataset>"):
+        load_classification("hf:")
