@@ -332,7 +332,8 @@ LAYERS = [
         "lmsim.cluster",
         "lmsim.finetune",
     ],
-    ["lmsim.twotower", "lmsim.brown"],
+    ["lmsim.twotower", "lmsim.brown", "lmsim.layersim"],
+    ["lmsim.redundancy"],
     ["lmsim.reproduce"],
 ]
 
