@@ -1004,6 +1004,9 @@ def keyword_domains(
     for text in texts:
         words = set(re.findall(r"[a-z0-9'-]+", str(text).lower()))
         out.append(next((name for name, vocab in groups if words & vocab), default))
+    return out
+
+
 # --------------------------------------------------------------------------------------
 # Documents into word-split sentences
 # --------------------------------------------------------------------------------------
