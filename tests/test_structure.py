@@ -332,7 +332,7 @@ LAYERS = [
         "lmsim.cluster",
         "lmsim.finetune",
     ],
-    ["lmsim.twotower", "lmsim.brown", "lmsim.layersim"],
+    ["lmsim.twotower", "lmsim.brown", "lmsim.udhr", "lmsim.layersim"],
     ["lmsim.redundancy"],
     ["lmsim.reproduce"],
 ]
