@@ -81,9 +81,23 @@ def chunks(n_tokens: int, n_neurons: int, seed: int, chunk: int = 2048):
 
 
 def _rss_mb() -> float:
+    """Peak resident set size so far (MiB)."""
     # ru_maxrss is in KiB on Linux (bytes on macOS)
     scale = 1 / 1024 if sys.platform != "darwin" else 1 / 2**20
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
+
+
+def _current_rss_mb() -> float:
+    """Resident set size now (MiB); the peak so far where /proc is missing.
+
+    The baseline must be the current size: the peak after imports can sit well above it
+    (transient import-time allocations), which would hide a smaller run's whole peak.
+    """
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except OSError:
+        return _rss_mb()
 
 
 def worker(which: str, n_tokens: int, n_neurons: int, seed: int, out: str, n_threads: int):
@@ -102,7 +116,7 @@ def _worker(which: str, n_tokens: int, n_neurons: int, seed: int, out: str) -> N
     tiny = np.random.default_rng(0).standard_normal((50, 8))
     linkage(correlation_distances(tiny)[0], "average")
     np.corrcoef(tiny.T)
-    base = _rss_mb()
+    base = _current_rss_mb()
     timings: dict[str, float] = {}
     if which == "lmsim":
         from lmsim.cluster import cluster_neurons
@@ -166,7 +180,7 @@ def _worker(which: str, n_tokens: int, n_neurons: int, seed: int, out: str) -> N
         "which": which,
         **timings,
         "generate_s_excluded": t_gen,
-        "peak_rss_mb_above_baseline": _rss_mb() - base,
+        "peak_rss_mb_above_baseline": max(_rss_mb() - base, 0.0),
         "n_clusters": {str(t): int(np.unique(v).size) for t, v in labels.items()},
     }
     np.savez(out, **{str(t): v for t, v in labels.items()})

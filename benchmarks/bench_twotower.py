@@ -189,7 +189,6 @@ def main(argv=None) -> dict:
     with lmsim.threads(args.threads):
         rows = [measure(config, args, data, device) for config in configs]
     limits = remeasure(limits, args.threads)
-    tokens = args.steps * args.batch_size * args.seq_len
     # bf16 autocast on CUDA: its limit is the device's bf16 GEMM; float32 on the CPU.
     precision = "bfloat16" if device.type == "cuda" else "float32"
     for row in rows:

@@ -103,3 +103,12 @@ def test_bench_twotower_tiny(tmp_path):
         for side in ("lmsim", "bare"):
             _check_side(row[side])
             assert len(row[side]["times_s"]) == 2
+
+
+def test_readme_table_has_a_row_per_standard_result():
+    readme_table = pytest.importorskip("readme_table")
+    results = Path(readme_table.__file__).parent / "results"
+    text = readme_table.table(results)
+    for name in readme_table.ROWS:
+        if (results / name).exists():
+            assert f"`{name}`" in text or name in text.splitlines()[-1], name
