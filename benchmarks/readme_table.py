@@ -30,7 +30,12 @@ def _pct(x: float) -> str:
 def _command(data: dict, script: str) -> str:
     if "command" in data:
         return data["command"]
-    config = data.get("config", {})
+    # bench_shard_order records its settings at the top level, not under "config"
+    config = data.get("config") or {
+        k: data[k] for k in ("model", "n_texts", "batch_size", "shard_size") if k in data
+    }
+    if "layouts" in data:
+        config["repeats"] = len(data["layouts"]["length"]["times_s"])
     flags = [
         f"--{k.replace('_', '-')} {v}"
         for k, v in config.items()
