@@ -19,10 +19,24 @@ baseline) is its own:
 Both give the same partition at every threshold (adjusted Rand index 1 is checked).
 Time to generate the synthetic data is excluded from both.
 
+Distance to the limit (``_common.py``): the task's nominal FLOP count is ``n · D²``
+(``n`` = ``--n-tokens``, ``D`` neurons): the symmetric co-moment, one triangle of a
+rank-``n`` update (``syrk``), in float64; NeuroX's ``np.corrcoef`` computes the full
+product (``2 n D²``) but the task is the same, so both are charged ``n · D²``. The
+float64 GEMM limit (SciPy ``dgemm``) is measured in the same run, before and after. The
+rest is not FLOP-bound: the average linkage (scipy's nearest-neighbour chain) does
+``O(D²)`` memory-bound work on the condensed distances whatever the number of tokens.
+So the JSON also gives the **bound** of the task on this machine: ``n · D²`` at the
+GEMM limit plus the linkage's own time (NeuroX's ``cluster_s``: scipy ``linkage`` and
+the ``fcluster`` cuts, which lmsim runs too), and each side's ``fraction_of_bound``
+(bound over its time). Sides alternate in rounds, best of ``--repeats``; every worker
+runs inside ``lmsim.threads(--threads)``.
+
 Usage::
 
     python benchmarks/bench_cluster.py                      # full: 13 × 768, 20k tokens
     python benchmarks/bench_cluster.py --layers 4 --width 256 --n-tokens 4000   # quick
+    python benchmarks/bench_cluster.py --tiny --out /tmp/cluster.json           # seconds
 """
 
 from __future__ import annotations
@@ -30,7 +44,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import resource
 import subprocess
 import sys
@@ -38,7 +51,9 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _common import write_result
+from _common import fraction, machine_limits, record, remeasure, write_result
+
+import lmsim
 
 SIDES = ("lmsim", "lmsim_moments", "neurox")
 THRESHOLDS = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]
@@ -66,25 +81,42 @@ def chunks(n_tokens: int, n_neurons: int, seed: int, chunk: int = 2048):
 
 
 def _rss_mb() -> float:
+    """Peak resident set size so far (MiB)."""
     # ru_maxrss is in KiB on Linux (bytes on macOS)
     scale = 1 / 1024 if sys.platform != "darwin" else 1 / 2**20
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
 
 
-def worker(which: str, n_tokens: int, n_neurons: int, seed: int, out: str) -> None:
-    import torch
+def _current_rss_mb() -> float:
+    """Resident set size now (MiB); the peak so far where /proc is missing.
+
+    The baseline must be the current size: the peak after imports can sit well above it
+    (transient import-time allocations), which would hide a smaller run's whole peak.
+    """
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except OSError:
+        return _rss_mb()
+
+
+def worker(which: str, n_tokens: int, n_neurons: int, seed: int, out: str, n_threads: int):
+    with lmsim.threads(n_threads):
+        _worker(which, n_tokens, n_neurons, seed, out)
+
+
+def _worker(which: str, n_tokens: int, n_neurons: int, seed: int, out: str) -> None:
     from scipy.cluster.hierarchy import fcluster, linkage
     from scipy.spatial.distance import squareform
 
     from lmsim.cluster import correlation_distances
     from lmsim.moments import Moments
 
-    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     # warm the libraries on tiny data so their one-off allocations are in the baseline
     tiny = np.random.default_rng(0).standard_normal((50, 8))
     linkage(correlation_distances(tiny)[0], "average")
     np.corrcoef(tiny.T)
-    base = _rss_mb()
+    base = _current_rss_mb()
     timings: dict[str, float] = {}
     if which == "lmsim":
         from lmsim.cluster import cluster_neurons
@@ -148,29 +180,41 @@ def worker(which: str, n_tokens: int, n_neurons: int, seed: int, out: str) -> No
         "which": which,
         **timings,
         "generate_s_excluded": t_gen,
-        "peak_rss_mb_above_baseline": _rss_mb() - base,
+        "peak_rss_mb_above_baseline": max(_rss_mb() - base, 0.0),
         "n_clusters": {str(t): int(np.unique(v).size) for t, v in labels.items()},
     }
     np.savez(out, **{str(t): v for t, v in labels.items()})
     print(json.dumps(result))
 
 
-def main() -> None:
+TINY = {"layers": 2, "width": 48, "n_tokens": 1500}
+
+
+def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--layers", type=int, default=13)
     parser.add_argument("--width", type=int, default=768)
     parser.add_argument("--n-tokens", type=int, default=20000)
-    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=1, help="lmsim.threads in every worker")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--repeat", type=int, default=2, help="runs per side (fastest kept)")
+    parser.add_argument("--repeats", type=int, default=3, help="alternating rounds, best kept")
+    parser.add_argument(
+        "--sides", nargs="+", choices=SIDES, default=list(SIDES), help="lmsim and neurox needed"
+    )
+    parser.add_argument("--tiny", action="store_true", help=f"a seconds-long check: {TINY}")
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "cluster.json"))
     parser.add_argument("--worker", choices=SIDES, help=argparse.SUPPRESS)
     parser.add_argument("--labels", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    if args.tiny:
+        for key, value in TINY.items():
+            setattr(args, key, value)
     n_neurons = args.layers * args.width
     if args.worker:
-        worker(args.worker, args.n_tokens, n_neurons, args.seed, args.labels)
-        return
+        worker(args.worker, args.n_tokens, n_neurons, args.seed, args.labels, args.threads)
+        return {}
+    if not {"lmsim", "neurox"} <= set(args.sides):
+        raise ValueError(f"`--sides` must include lmsim and neurox, got {args.sides}")
 
     from sklearn.metrics import adjusted_rand_score
 
@@ -178,45 +222,68 @@ def main() -> None:
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         env[var] = str(args.threads)
     load_before = os.getloadavg()
+    limits = machine_limits(args.threads)
     runs, labels = {}, {}
     tmp = Path(args.out).parent
     tmp.mkdir(parents=True, exist_ok=True)
-    # Sides alternate and each keeps its fastest of --repeat runs: on a shared machine
+    # Sides alternate and each keeps its fastest of --repeats runs: on a shared machine
     # the load changes during the benchmark.
-    for _ in range(args.repeat):
-        for which in SIDES:
-            path = tmp / f".labels_{which}.npz"
+    for _ in range(args.repeats):
+        for which in args.sides:
+            path = tmp / f".labels_{which}_{os.getpid()}.npz"
             cmd = [sys.executable, __file__, "--worker", which, "--labels", str(path)]
             cmd += ["--layers", str(args.layers), "--width", str(args.width)]
             cmd += ["--n-tokens", str(args.n_tokens), "--seed", str(args.seed)]
+            cmd += ["--threads", str(args.threads)]
             proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
             if proc.returncode != 0:
                 raise RuntimeError(f"{which} worker failed:\n{proc.stderr[-3000:]}")
             run = json.loads(proc.stdout.strip().splitlines()[-1])
-            run["all_total_s"] = runs.get(which, {}).get("all_total_s", []) + [run["total_s"]]
+            run["times_s"] = runs.get(which, {}).get("times_s", []) + [run["total_s"]]
             if which not in runs or run["total_s"] < runs[which]["total_s"]:
                 runs[which] = run
             else:
-                runs[which]["all_total_s"] = run["all_total_s"]
+                runs[which]["times_s"] = run["times_s"]
             with np.load(path) as f:
                 labels[which] = {k: f[k] for k in f.files}
             path.unlink()
             print(which, {k: v for k, v in run.items() if k != "n_clusters"}, flush=True)
+    limits = remeasure(limits, args.threads)
     ari = {
         side: {
             t: float(adjusted_rand_score(labels["neurox"][t], labels[side][t]))
             for t in labels["neurox"]
         }
-        for side in ("lmsim", "lmsim_moments")
+        for side in args.sides
+        if side != "neurox"
     }
     assert all(v == 1.0 for a in ari.values() for v in a.values()), f"partitions differ: {ari}"
     d = n_neurons
+    flops = args.n_tokens * d * d
+    gemm = limits["bench_threads"]["gemm_gflops"]
+    linkage_s = runs["neurox"]["cluster_s"]
+    bound_s = flops / gemm / 1e9 + linkage_s
+    for run in runs.values():
+        run["best_s"] = run["total_s"]
+        run.update(fraction(flops, run["total_s"], limits))
+        run["fraction_of_bound"] = bound_s / run["total_s"]
     result = {
         "benchmark": "correlation clustering, lmsim (moments) vs NeuroX (corrcoef + scipy)",
+        "config": {k: v for k, v in vars(args).items() if k not in ("worker", "labels")},
+        **record(args.threads, limits, load_before),
         "n_tokens": args.n_tokens,
         "n_neurons": n_neurons,
         "layers_x_width": [args.layers, args.width],
         "thresholds": THRESHOLDS,
+        "flops_nominal": flops,
+        "flops_are": "n_tokens * n_neurons**2: the symmetric co-moment (syrk), float64",
+        "bound": {
+            "seconds": bound_s,
+            "comoment_at_gemm_limit_s": flops / gemm / 1e9,
+            "linkage_s": linkage_s,
+            "is": "n D² at the float64 GEMM limit plus the measured scipy average linkage "
+            "and fcluster cuts (O(D²), memory-bound), which both sides run",
+        },
         **runs,
         "speedup_total": runs["neurox"]["total_s"] / runs["lmsim"]["total_s"],
         "memory_ratio": runs["neurox"]["peak_rss_mb_above_baseline"]
@@ -227,17 +294,21 @@ def main() -> None:
             "condensed_float64": 4 * d * (d - 1) / 2**20,
             "dense_float32_activations": 4 * args.n_tokens * d / 2**20,
         },
-        "threads": args.threads,
-        "repeat": args.repeat,
-        "load_average_before": load_before,
-        "load_average_after": os.getloadavg(),
-        "cpu_count": os.cpu_count(),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
     }
+    result["load_average_after"] = list(os.getloadavg())
     write_result(args.out, result)
-    print(json.dumps({k: result[k] for k in ("speedup_total", "memory_ratio")}))
+    print(
+        json.dumps(
+            {
+                "speedup_total": result["speedup_total"],
+                "memory_ratio": result["memory_ratio"],
+                "lmsim_fraction_of_gemm_limit": runs["lmsim"]["fraction_of_gemm_limit"],
+                "lmsim_fraction_of_bound": runs["lmsim"]["fraction_of_bound"],
+            }
+        )
+    )
+    return result
 
 
 if __name__ == "__main__":

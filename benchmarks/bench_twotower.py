@@ -14,9 +14,18 @@ output head), with bf16 autocast; ``--gpu-speedups`` adds fused AdamW and ``torc
 ``--vocab-size`` rows (BERT's 30,522 in the paper; the token ids still come from the offline
 tokenizer, so only the speed is the paper's, not the text).
 
+Distance to the limit (CPU, ``_common.py``): the nominal FLOP count of a run is
+``steps · batch · T`` tokens times :func:`lmsim.twotower.two_tower_flops_per_token`
+(6 FLOPs per weight per token, attention ``12 L T d``, the output head at the predicted
+positions); achieved GFLOP/s over the float32 GEMM limit (``torch.mm``) measured in the
+same run at the same threads, before and after. lmsim and the bare loop alternate in
+rounds, each on a fresh model with the same seed, best of ``--repeats``, inside
+``lmsim.threads(--threads)``; the JSON carries the :func:`_common.record` header.
+
 Usage::
 
-    python benchmarks/bench_twotower.py                       # PTB, zoo tokenizer, hidden 64
+    python benchmarks/bench_twotower.py --threads 1           # PTB, zoo tokenizer, hidden 64
+    python benchmarks/bench_twotower.py --tiny --out /tmp/twotower.json   # seconds
     python benchmarks/bench_twotower.py --hidden 128 --layers 4 --steps 30 --threads 1
     python benchmarks/bench_twotower.py --device cuda --hidden 512 --layers 8 --batch-size 64
     python benchmarks/bench_twotower.py --device cuda --paper-sizes --gpu-speedups \
@@ -29,15 +38,17 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import platform
+import os
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import torch
 import yaml
-from _common import write_result
+from _common import fraction, machine_limits, record, remeasure, write_result
 
+import lmsim
 from lmsim import twotower as tt
 from lmsim._runtime import resolve_device
 from lmsim.training import mfu, train
@@ -82,24 +93,33 @@ def measure(config: tt.TowerConfig, args, data, device) -> dict:
     )
     vocab_size = args.vocab_size or data.vocab_size
     out = {"tower": config.tower, **dataclasses.asdict(config), "vocab_size": vocab_size}
-    for label in ("lmsim", "bare"):
-        torch.manual_seed(0)
-        model = tt.TwoTowerLM(config, vocab_size, args.seq_len).to(device)
-        run = tt.phase1_run(model, data, settings, 0, device)
-        run.eval_fn = None
-        bare_loop(run, settings, device, 2)  # warm-up: allocator, kernels
-        if label == "lmsim":
-            with tempfile.TemporaryDirectory() as work:
-                result = train(run, settings.train_settings(), Path(work), device, progress=False)
-            seconds = result["train_seconds"]
-        else:
-            seconds = bare_loop(run, settings, device, args.steps)
-        tokens_per_s = args.steps * args.batch_size * args.seq_len / seconds
-        out[f"{label}_tokens_per_s"] = round(tokens_per_s, 1)
+    times = {"lmsim": [], "bare": []}
+    # Rounds alternate the two loops, each on a fresh model with the same seed, so a burst
+    # of load on a shared machine hits both alike; the best time of each is kept.
+    for _ in range(args.repeats):
+        for label in ("lmsim", "bare"):
+            torch.manual_seed(0)
+            model = tt.TwoTowerLM(config, vocab_size, args.seq_len).to(device)
+            run = tt.phase1_run(model, data, settings, 0, device)
+            run.eval_fn = None
+            bare_loop(run, settings, device, 2)  # warm-up: allocator, kernels
+            if label == "lmsim":
+                with tempfile.TemporaryDirectory() as work:
+                    result = train(
+                        run, settings.train_settings(), Path(work), device, progress=False
+                    )
+                times[label].append(result["train_seconds"])
+            else:
+                times[label].append(bare_loop(run, settings, device, args.steps))
+    tokens = args.steps * args.batch_size * args.seq_len
+    for label, seconds in times.items():
+        out[f"{label}_times_s"] = seconds
+        out[f"{label}_tokens_per_s"] = round(tokens / min(seconds), 1)
     out["overhead_ratio"] = round(out["bare_tokens_per_s"] / out["lmsim_tokens_per_s"], 3)
     out["params"] = sum(p.numel() for p in model.parameters())
     flops = tt.two_tower_flops_per_token(config, args.seq_len, vocab_size)
     out["flops_per_token"] = flops
+    out["flops_nominal"] = flops * tokens
     out["mfu"] = mfu(out["lmsim_tokens_per_s"], flops, device)
     if on_gpu:
         out["peak_memory_gib"] = round(torch.cuda.max_memory_allocated(device) / 2**30, 2)
@@ -118,6 +138,9 @@ def paper_configs() -> list[tt.TowerConfig]:
     return list(configs.values())
 
 
+TINY = {"hidden": 16, "layers": 1, "seq_len": 16, "batch_size": 4, "steps": 3}
+
+
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpora", nargs="+", default=["ptb"])
@@ -128,17 +151,26 @@ def main(argv=None) -> dict:
     parser.add_argument("--seq-len", type=int, default=64)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--device", default="auto")
+    parser.add_argument("--threads", type=int, default=1, help="lmsim.threads (CPU)")
+    parser.add_argument("--repeats", type=int, default=3, help="alternating rounds, best kept")
+    parser.add_argument("--device", default="cpu")
     parser.add_argument("--towers", nargs="+", default=list(tt.TOWER_TYPES))
     parser.add_argument("--paper-sizes", action="store_true", help="the paper's Table 1 towers")
     parser.add_argument("--vocab-size", type=int, default=None, help="output rows (tokenizer's)")
     parser.add_argument("--gpu-speedups", action="store_true", help="fused AdamW + compile")
+    parser.add_argument("--tiny", action="store_true", help=f"a seconds-long check: {TINY}")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    if args.tiny:
+        for key, value in TINY.items():
+            setattr(args, key, value)
+    load_before = os.getloadavg()
     device = resolve_device(args.device)
+    limits = machine_limits(
+        args.threads,
+        size=512 if args.tiny else 2048,
+        device=str(device) if device.type == "cuda" else None,
+    )
     settings = tt.TwoTowerSettings(
         corpora=tuple(args.corpora),
         tokenizer=args.tokenizer,
@@ -154,26 +186,39 @@ def main(argv=None) -> dict:
             tt.TowerConfig(tower, hidden=args.hidden, layers=args.layers, heads=heads)
             for tower in args.towers
         ]
-    rows = [measure(config, args, data, device) for config in configs]
+    with lmsim.threads(args.threads):
+        rows = [measure(config, args, data, device) for config in configs]
+    limits = remeasure(limits, args.threads)
+    # bf16 autocast on CUDA: its limit is the device's bf16 GEMM; float32 on the CPU.
+    precision = "bfloat16" if device.type == "cuda" else "float32"
+    for row in rows:
+        for label in ("lmsim", "bare"):
+            times = row.pop(f"{label}_times_s")
+            seconds = min(times)
+            row[label] = {"best_s": seconds, "times_s": times}
+            row[label].update(fraction(row["flops_nominal"], seconds, limits, precision, device))
     report = {
+        "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        **record(args.threads, limits, load_before),
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-        "threads": torch.get_num_threads(),
-        "torch": torch.__version__,
-        "python": platform.python_version(),
         "vocab_size": data.vocab_size,
         "seq_len": args.seq_len,
         "batch_size": args.batch_size,
         "steps": args.steps,
         "gpu_speedups": args.gpu_speedups,
         "results": rows,
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
     }
     for row in rows:
         mfu_text = "" if row["mfu"] is None else f", MFU {row['mfu']:.1%}"
         print(
-            f"{row['tower']:>4} {row['hidden']}x{row['layers']}: {row['lmsim_tokens_per_s']:,.0f} tokens/s through "
-            f"lmsim.training.train, {row['bare_tokens_per_s']:,.0f} bare "
-            f"(overhead ratio {row['overhead_ratio']:.2f}){mfu_text}"
+            f"{row['tower']:>4} {row['hidden']}x{row['layers']}: "
+            f"{row['lmsim_tokens_per_s']:,.0f} tokens/s through lmsim.training.train "
+            f"({row['lmsim']['fraction_of_gemm_limit']:.1%} of the {precision} GEMM limit), "
+            f"{row['bare_tokens_per_s']:,.0f} bare (overhead ratio {row['overhead_ratio']:.2f})"
+            f"{mfu_text}"
         )
+    report["load_average_after"] = list(os.getloadavg())
     write_result(args.out, report)
     return report
 
