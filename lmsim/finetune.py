@@ -16,10 +16,13 @@ checkpoints and exact resume) and cache the result like the zoo:
   then trained again);
 - an interrupted run resumes from the training loop's checkpoint in ``.<folder>.partial``.
 
-Frozen lower layers. ``n_frozen`` freezes the embeddings and the lowest ``n_frozen``
-transformer layers (gradients flow only through the layers above), which makes a step
-cheaper on a CPU. The frozen weights stay the pretrained ones in every fine-tuned copy, so
-every merge leaves them unchanged (merging identical weights returns them).
+Frozen layers. ``n_frozen`` with ``freeze="bottom"`` (the default) freezes the embeddings
+and the lowest ``n_frozen`` transformer layers (gradients flow only through the layers
+above), which makes a step cheaper on a CPU. The frozen weights stay the pretrained ones in
+every fine-tuned copy, so every merge leaves them unchanged (merging identical weights
+returns them). ``freeze="top"`` freezes the highest ``n_frozen`` transformer layers instead
+(the embeddings, the lower layers, the pooler, the final norm and the head train): Wu et
+al.'s (2020) Table 1 compares the two.
 
 Head initialisation. Every model of one call draws its head from ``head_seed`` (the paper's
 "same head initialisation"); ``seed`` orders the batches and draws the dropout masks.
@@ -61,6 +64,7 @@ __all__ = [
     "finetune_multitask",
     "load_finetuned",
     "finetune_facts",
+    "freeze_layers",
     "freeze_lower_layers",
     "predict_logits",
     "accuracy",
@@ -70,6 +74,7 @@ __all__ = [
 
 _FACTS = "finetune.json"
 _FORMAT = 1  # bump when training changes what a digest's weights are
+_FREEZE = ("none", "bottom", "top")
 # Index of a transformer block in a parameter name: BERT/RoBERTa `encoder.layer.3.`,
 # DistilBERT `transformer.layer.3.`, GPT-2 `h.3.`, Llama `layers.3.`.
 _BLOCK = re.compile(r"(?:^|\.)(?:layer|layers|h|block)\.(\d+)\.")
@@ -94,7 +99,13 @@ class FinetuneSettings:
     lr : float
         Peak learning rate (6 % warm-up, then linear decay, as in the paper).
     n_frozen : int
-        Embeddings and the lowest ``n_frozen`` transformer layers are frozen; 0 trains all.
+        Transformer layers frozen for the whole run (at the end ``freeze`` names); 0 trains
+        all.
+    freeze : {"bottom", "top", "none"}
+        ``"bottom"``: the embeddings and the lowest ``n_frozen`` layers; ``"top"``: the
+        highest ``n_frozen`` layers (everything else trains, the pooler and head included);
+        ``"none"`` requires ``n_frozen=0``. With ``n_frozen=0`` every choice trains all (and
+        has one cache digest).
     seed : int
         Batch order and dropout.
     head_seed : int
@@ -114,6 +125,7 @@ class FinetuneSettings:
     epochs: float = 1.0
     lr: float = 1e-4
     n_frozen: int = 0
+    freeze: str = "bottom"
     seed: int = 0
     head_seed: int = 0
     weight_decay: float = 0.01
@@ -131,12 +143,26 @@ class FinetuneSettings:
             raise ValueError(f"`epochs` must be a positive number, got {self.epochs!r}")
         if self.n_frozen < 0:
             raise ValueError(f"`n_frozen` must be >= 0, got {self.n_frozen}")
+        if self.freeze not in _FREEZE:
+            raise ValueError(f"`freeze` must be one of {_FREEZE}, got {self.freeze!r}")
+        if self.freeze == "none" and self.n_frozen:
+            raise ValueError(
+                f"`freeze='none'` with `n_frozen`={self.n_frozen}: pass freeze='bottom' or "
+                "'top' to freeze layers, or n_frozen=0"
+            )
 
     def key(self) -> dict:
-        """The settings that determine the weights (not ``device``)."""
+        """The settings that determine the weights (not ``device``).
+
+        ``freeze`` enters only when it is ``"top"`` with layers to freeze: ``"bottom"`` is
+        what ``n_frozen`` meant before the field existed, and with ``n_frozen=0`` every
+        choice trains the same model; so models cached before keep their digests.
+        """
         out = dataclasses.asdict(self)
         out.pop("device")
         out.pop("checkpoint_every")
+        if not (out["freeze"] == "top" and out["n_frozen"] > 0):
+            out.pop("freeze")
         return out
 
 
@@ -172,36 +198,55 @@ def _digest(tasks: dict, settings: FinetuneSettings) -> str:
 
 
 # ====================================================================== models
-def freeze_lower_layers(model: nn.Module, n_frozen: int) -> list[str]:
-    """Freeze the embeddings and the lowest ``n_frozen`` transformer blocks, in place.
+def freeze_layers(model: nn.Module, n_frozen: int, where: str = "bottom") -> list[str]:
+    """Freeze the lowest or highest ``n_frozen`` transformer blocks, in place.
 
     Parameters
     ----------
     model : nn.Module
         A Hugging Face model (BERT, RoBERTa, DistilBERT, MPNet, GPT-2 and Llama names).
     n_frozen : int
-        0 freezes nothing.
+        0 freezes nothing; at least one block must stay trainable.
+    where : {"bottom", "top"}
+        ``"bottom"`` freezes the embeddings too (no gradient then reaches below the first
+        trainable block, which is what saves back-propagation); ``"top"`` freezes only the
+        blocks (embeddings, pooler, final norm and head train).
 
     Returns
     -------
     list of str
         The frozen parameter names.
+
+    References
+    ----------
+    Wu et al. (2020), App. D and Table 1 ("freezing top/bottom 4/6 layers").
     """
+    if where not in ("bottom", "top"):
+        raise ValueError(f"`where` must be 'bottom' or 'top', got {where!r}")
     if n_frozen <= 0:
         return []
+    blocks = sorted(
+        {int(m.group(1)) for n, _ in model.named_parameters() if (m := _BLOCK.search(n))}
+    )
+    if n_frozen >= len(blocks):
+        raise ValueError(
+            f"`n_frozen`={n_frozen} freezes every one of the {len(blocks)} transformer layers; "
+            "leave at least one to train"
+        )
+    chosen = set(blocks[:n_frozen] if where == "bottom" else blocks[-n_frozen:])
     frozen = []
     for name, p in model.named_parameters():
         block = _BLOCK.search(name)
-        if _EMBEDDINGS.search(name) or (block is not None and int(block.group(1)) < n_frozen):
+        in_block = block is not None and int(block.group(1)) in chosen
+        if in_block or (where == "bottom" and _EMBEDDINGS.search(name)):
             p.requires_grad_(False)
             frozen.append(name)
-    n_blocks = {int(m.group(1)) for n, _ in model.named_parameters() if (m := _BLOCK.search(n))}
-    if n_frozen >= len(n_blocks):
-        raise ValueError(
-            f"`n_frozen`={n_frozen} freezes every one of the {len(n_blocks)} transformer layers; "
-            "leave at least one to train"
-        )
     return frozen
+
+
+def freeze_lower_layers(model: nn.Module, n_frozen: int) -> list[str]:
+    """Freeze the embeddings and the lowest ``n_frozen`` blocks: :func:`freeze_layers`."""
+    return freeze_layers(model, n_frozen, "bottom")
 
 
 def _new_classifier(settings: FinetuneSettings, label_names: list[str], head_seed: int, device):
@@ -311,7 +356,9 @@ def _build(
         model, tokenizer = _new_classifier(settings, label_names, settings.head_seed, device)
         models.append(model)
     _share_body(models)
-    frozen = freeze_lower_layers(models[0], settings.n_frozen)
+    frozen = freeze_layers(
+        models[0], settings.n_frozen, "top" if settings.freeze == "top" else "bottom"
+    )
     encoded, labels, task_of = [], [], []
     for t, (texts, task_labels, _) in enumerate(tasks.values()):
         encoded += _encode(tokenizer, texts, settings.max_length)

@@ -399,7 +399,7 @@ def layer_heatmap(
                     model,
                     (centre, 0),
                     xycoords=("data", "axes fraction"),
-                    xytext=(0, -16),
+                    xytext=(0, -22),
                     textcoords="offset points",
                     ha="right",
                     va="top",
@@ -409,10 +409,13 @@ def layer_heatmap(
         if axis == "y":
             ax.set_yticks(positions, labels, fontsize=7)
         else:
-            ax.set_xticks(positions, labels, fontsize=7)
+            # Vertical: a thinned model's "10 20 30" would run together in a narrow block.
+            ax.set_xticks(positions, labels, fontsize=7, rotation=90)
     ax.set_xlabel(xlabel, labelpad=4)
     ax.xaxis.set_label_position("top")
-    ax.set_ylabel(ylabel)
+    # Clear of the model names written left of the ticks (8 pt text, ~4.6 pt a character).
+    longest = max(len(str(model)) for model, _, _ in model_spans(list(names)))
+    ax.set_ylabel(ylabel, labelpad=14 + 4.6 * longest)
     colorbar = ax.figure.colorbar(image, ax=ax, shrink=0.85)
     if cbar_label:
         colorbar.set_label(cbar_label)

@@ -19,6 +19,7 @@ from lmsim.finetune import (
     finetune,
     finetune_facts,
     finetune_multitask,
+    freeze_layers,
     freeze_lower_layers,
     load_finetuned,
     majority_baseline,
@@ -106,6 +107,84 @@ def test_freeze_lower_layers_names():
         freeze_lower_layers(model, 2)
 
 
+def _tiny_decoders():
+    """A tiny Llama and a tiny GPT-2 sequence classifier (3 blocks each), from configs."""
+    from transformers import (
+        GPT2Config,
+        GPT2ForSequenceClassification,
+        LlamaConfig,
+        LlamaForSequenceClassification,
+    )
+
+    torch.manual_seed(0)
+    llama = LlamaForSequenceClassification(
+        LlamaConfig(
+            vocab_size=50, hidden_size=16, intermediate_size=32, num_hidden_layers=3,
+            num_attention_heads=2, num_key_value_heads=2, pad_token_id=0,
+        )
+    )  # fmt: skip
+    gpt2 = GPT2ForSequenceClassification(
+        GPT2Config(vocab_size=50, n_embd=16, n_layer=3, n_head=2, n_positions=32, pad_token_id=0)
+    )
+    return {"llama": llama, "gpt2": gpt2}
+
+
+def _naive_frozen(model, blocks, embeddings):
+    """Names a freeze must hit, from each model family's own naming (not the regex)."""
+    out = []
+    for name, _ in model.named_parameters():
+        parts = name.split(".")
+        idx = [int(parts[i + 1]) for i, p in enumerate(parts[:-1]) if p in ("layer", "layers", "h")]
+        emb = any(p in ("embeddings", "embed_tokens", "wte", "wpe") for p in parts)
+        if (idx and idx[0] in blocks) or (embeddings and emb):
+            out.append(name)
+    return sorted(out)
+
+
+@pytest.mark.parametrize("kind", ["bert", "llama", "gpt2"])
+@pytest.mark.parametrize("where", ["bottom", "top"])
+def test_freeze_layers_bottom_and_top(kind, where):
+    if kind == "bert":
+        model, _ = load_model("tiny-bert", device="cpu", task="sequence-classification")
+    else:
+        model = _tiny_decoders()[kind]
+    n_blocks = model.config.num_hidden_layers
+    frozen = sorted(freeze_layers(model, 1, where))
+    blocks = {0} if where == "bottom" else {n_blocks - 1}
+    assert frozen == _naive_frozen(model, blocks, embeddings=where == "bottom")
+    grads = {n: p.requires_grad for n, p in model.named_parameters()}
+    assert not any(grads[n] for n in frozen)
+    assert all(v for n, v in grads.items() if n not in frozen)
+    # The head always trains; the top freeze leaves the embeddings trainable.
+    head = [n for n in grads if n.startswith(("classifier.", "score."))]
+    assert head and all(grads[n] for n in head)
+    if where == "top":
+        assert any(("embed" in n or "wte" in n) and grads[n] for n in grads)
+    with pytest.raises(ValueError, match="leave at least one"):
+        freeze_layers(model, n_blocks, where)
+    with pytest.raises(ValueError, match="'bottom' or 'top'"):
+        freeze_layers(model, 1, "middle")
+
+
+def test_freeze_setting_enters_the_digest():
+    from lmsim.finetune import _digest
+
+    tasks = {"t": (["a b", "c d"], [0, 1], ["x", "y"])}
+    base = FinetuneSettings(base="tiny-bert")
+    none = _digest(tasks, base)
+    bottom = _digest(tasks, FinetuneSettings(base="tiny-bert", n_frozen=1))
+    top = _digest(tasks, FinetuneSettings(base="tiny-bert", n_frozen=1, freeze="top"))
+    top2 = _digest(tasks, FinetuneSettings(base="tiny-bert", n_frozen=2, freeze="top"))
+    assert len({none, bottom, top, top2}) == 4
+    # n_frozen=0 is "none" however it is spelt; "bottom" keeps the pre-`freeze` digest.
+    assert _digest(tasks, FinetuneSettings(base="tiny-bert", freeze="top")) == none
+    assert "freeze" not in FinetuneSettings(n_frozen=1).key()
+    with pytest.raises(ValueError, match="freeze='none'"):
+        FinetuneSettings(n_frozen=1, freeze="none")
+    with pytest.raises(ValueError, match="`freeze` must be one of"):
+        FinetuneSettings(freeze="middle")
+
+
 # ------------------------------------------------------------------ training and caching
 def test_finetune_learns_caches_and_reads_back():
     texts, labels, names = _smoke()
@@ -135,6 +214,27 @@ def test_finetune_is_deterministic_and_frozen_layers_stay_pretrained():
             assert torch.equal(got[name], p), name
     assert not torch.equal(got["bert.encoder.layer.1.output.dense.weight"],
                            dict(base.named_parameters())["bert.encoder.layer.1.output.dense.weight"])  # fmt: skip
+
+
+def test_top_frozen_layers_stay_pretrained_and_the_rest_trains():
+    texts, labels, names = _smoke()
+    settings = FinetuneSettings(
+        **{**SETTINGS.__dict__, "n_frozen": 1, "freeze": "top", "epochs": 1.0}
+    )
+    path = finetune(texts, labels, names, settings, name="t-top")
+    assert finetune_facts(path)["settings"]["freeze"] == "top"
+    model, _ = load_finetuned(path, "cpu")
+    base = dict(
+        load_model("tiny-bert", device="cpu", task="sequence-classification")[0].named_parameters()
+    )
+    for name, p in model.named_parameters():
+        if ".layer.1." in name:
+            assert torch.equal(p, base[name]), name
+    for name in [
+        "bert.encoder.layer.0.output.dense.weight",
+        "bert.embeddings.word_embeddings.weight",
+    ]:
+        assert not torch.equal(dict(model.named_parameters())[name], base[name]), name
 
 
 def test_same_head_seed_gives_the_same_head_init():
