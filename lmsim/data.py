@@ -419,6 +419,12 @@ def _tokenize_stream(texts: Iterable[str], tokenizer, batch_size: int = 1000) ->
     # Tokenise line by line (fast tokenizers batch) and concatenate: the same as the whole
     # text joined by spaces for whitespace-splitting tokenizers, and bounded in memory.
     ids = _TokenIds()
+    # Lines longer than the model's positions are expected here (the ids are only cut into
+    # chunks): mark transformers' once-per-tokenizer "sequence length is longer" warning
+    # as already given, so it does not land in executed pages.
+    flags = getattr(tokenizer, "deprecation_warnings", None)
+    if isinstance(flags, dict):
+        flags["sequence-length-is-longer-than-the-specified-maximum"] = True
     batch: list[str] = []
     for text in texts:
         if text and text.strip():
