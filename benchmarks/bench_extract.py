@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from bench_gpu import extraction, word_tokenizer
 
 from lmsim.extract import extract_moments
 from lmsim.models import load_model, resolve_device
@@ -88,56 +89,6 @@ def lmsim_moments(model, tokenizer, texts, device, batch_size, dtype) -> tuple[f
     return seconds, mom.cov(mom.names).cpu().numpy()
 
 
-def mfu(seq_len: int, device, peak_tflops: float, batch_size: int, n_texts: int, tokenizer) -> dict:
-    """Model FLOP utilisation of extract_moments on a random BERT-base-shaped model."""
-    from transformers import BertConfig, BertModel
-
-    config = BertConfig(max_position_embeddings=512)
-    model = BertModel(config).to(device=device, dtype=torch.bfloat16).eval()
-    n_params = sum(p.numel() for p in model.parameters())
-    n_embed = sum(p.numel() for p in model.embeddings.parameters())
-    n_nonembed = n_params - n_embed
-    flops_per_token = 2 * n_nonembed + 2 * config.num_hidden_layers * seq_len * config.hidden_size
-    # Long texts truncated to exactly seq_len tokens (special tokens included).
-    base = " ".join(["the quick brown fox jumps over the lazy dog"] * (seq_len // 4))
-    texts = [f"{i} {base}" for i in range(n_texts)]
-    out = {
-        "seq_len": seq_len,
-        "n_params_nonembedding": n_nonembed,
-        "flops_per_token": flops_per_token,
-    }
-    for layers in ("last", "all"):
-        pair = {"bert-base-random": (model, tokenizer)}
-        kw = dict(layers=layers, max_length=seq_len, cache=False, progress=False, device=device)
-        extract_moments(pair, texts[:batch_size], batch_size=batch_size, **kw)
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        extract_moments(pair, texts, batch_size=batch_size, **kw)
-        torch.cuda.synchronize()
-        seconds = time.perf_counter() - start
-        tok_s = n_texts * seq_len / seconds
-        out[f"layers_{layers}"] = {
-            "tokens_per_s": tok_s,
-            "mfu": tok_s * flops_per_token / (peak_tflops * 1e12),
-        }
-    # The bare forward pass under the same autocast, for the overhead of pooling + moments.
-    ids = torch.randint(1000, 30000, (batch_size, seq_len), device=device)
-    with torch.inference_mode(), torch.autocast("cuda", dtype=torch.bfloat16):
-        model(input_ids=ids)
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        n_batches = max(1, n_texts // batch_size)
-        for _ in range(n_batches):
-            model(input_ids=ids, output_hidden_states=True)
-        torch.cuda.synchronize()
-    tok_s = n_batches * batch_size * seq_len / (time.perf_counter() - start)
-    out["forward_only"] = {
-        "tokens_per_s": tok_s,
-        "mfu": tok_s * flops_per_token / (peak_tflops * 1e12),
-    }
-    return out
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="minilm-l6")
@@ -183,8 +134,11 @@ def main() -> None:
     }
     if device.type == "cuda":
         result["peak_tflops"] = args.peak_tflops
+        # The same measurement as benchmarks/bench_gpu.py: random BERT-base, T = 128, 512.
         result["mfu"] = [
-            mfu(T, device, args.peak_tflops, args.batch_size, args.mfu_texts, tokenizer)
+            extraction(
+                device, word_tokenizer(), T, args.mfu_texts, args.batch_size, args.peak_tflops
+            )
             for T in (128, 512)
         ]
     args.out.parent.mkdir(parents=True, exist_ok=True)

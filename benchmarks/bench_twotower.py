@@ -5,14 +5,22 @@ one phase-1 run of ``--steps`` steps goes through :func:`lmsim.training.train` (
 training loop: AdamW, schedule, clipping, checkpoints, logging), and the same model, data
 and steps through a bare loop (forward, backward, clip, AdamW step, nothing else). The
 ratio bare/lmsim is the loop's overhead (1.0 = none). On CUDA the MFU of the towers is
-reported too (FLOPs/token of :func:`lmsim.twotower.two_tower_flops_per_token`; the
-vocabulary projection is left out, so it is a lower bound), with bf16 autocast.
+reported too (FLOPs/token of :func:`lmsim.twotower.two_tower_flops_per_token`, towers and
+output head), with bf16 autocast; ``--gpu-speedups`` adds fused AdamW and ``torch.compile``.
+
+``--paper-sizes`` measures the paper's Table 1 towers (the ``paper`` runs of
+``notebooks/runs.yml``: ELMo 2 × 4,096 LSTM cells projected to 512, GPT 12 × 768, BERT-base
+12 × 384, BERT-large 24 × 512) at the paper's T = 128 and batch 256, with an output layer of
+``--vocab-size`` rows (BERT's 30,522 in the paper; the token ids still come from the offline
+tokenizer, so only the speed is the paper's, not the text).
 
 Usage::
 
     python benchmarks/bench_twotower.py                       # PTB, zoo tokenizer, hidden 64
     python benchmarks/bench_twotower.py --hidden 128 --layers 4 --steps 30 --threads 1
     python benchmarks/bench_twotower.py --device cuda --hidden 512 --layers 8 --batch-size 64
+    python benchmarks/bench_twotower.py --device cuda --paper-sizes --gpu-speedups \
+        --vocab-size 30522 --seq-len 128 --batch-size 256 --steps 30
 
 Writes ``benchmarks/results/twotower.json`` (``--out`` to change).
 """
@@ -20,6 +28,7 @@ Writes ``benchmarks/results/twotower.json`` (``--out`` to change).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import platform
 import tempfile
@@ -27,12 +36,14 @@ import time
 from pathlib import Path
 
 import torch
+import yaml
 
 from lmsim import twotower as tt
 from lmsim._runtime import resolve_device
 from lmsim.training import mfu, train
 
 RESULTS = Path(__file__).resolve().parent / "results" / "twotower.json"
+MANIFEST = Path(__file__).resolve().parents[1] / "notebooks" / "runs.yml"
 
 
 def bare_loop(run, settings, device, steps: int) -> float:
@@ -53,7 +64,8 @@ def bare_loop(run, settings, device, steps: int) -> float:
     return time.perf_counter() - start
 
 
-def measure(tower: str, args, data, device) -> dict:
+def measure(config: tt.TowerConfig, args, data, device) -> dict:
+    on_gpu = device.type == "cuda"
     settings = tt.TwoTowerSettings(
         corpora=tuple(args.corpora),
         tokenizer=args.tokenizer,
@@ -63,15 +75,16 @@ def measure(tower: str, args, data, device) -> dict:
         max_train_lines=args.max_train_lines,
         eval_every=10**9,
         checkpoint_every=10**9,
-        bf16=device.type == "cuda",
+        bf16=on_gpu,
+        fused_adamw=on_gpu and args.gpu_speedups,
+        compile=on_gpu and args.gpu_speedups,
         device=str(device),
     )
-    heads = max(1, args.hidden // 32)
-    config = tt.TowerConfig(tower, hidden=args.hidden, layers=args.layers, heads=heads)
-    out = {"tower": tower, "hidden": args.hidden, "layers": args.layers}
+    vocab_size = args.vocab_size or data.vocab_size
+    out = {"tower": config.tower, **dataclasses.asdict(config), "vocab_size": vocab_size}
     for label in ("lmsim", "bare"):
         torch.manual_seed(0)
-        model = tt.TwoTowerLM(config, data.vocab_size, args.seq_len).to(device)
+        model = tt.TwoTowerLM(config, vocab_size, args.seq_len).to(device)
         run = tt.phase1_run(model, data, settings, 0, device)
         run.eval_fn = None
         bare_loop(run, settings, device, 2)  # warm-up: allocator, kernels
@@ -85,9 +98,24 @@ def measure(tower: str, args, data, device) -> dict:
         out[f"{label}_tokens_per_s"] = round(tokens_per_s, 1)
     out["overhead_ratio"] = round(out["bare_tokens_per_s"] / out["lmsim_tokens_per_s"], 3)
     out["params"] = sum(p.numel() for p in model.parameters())
-    flops = tt.two_tower_flops_per_token(config, args.seq_len)
+    flops = tt.two_tower_flops_per_token(config, args.seq_len, vocab_size)
+    out["flops_per_token"] = flops
     out["mfu"] = mfu(out["lmsim_tokens_per_s"], flops, device)
+    if on_gpu:
+        out["peak_memory_gib"] = round(torch.cuda.max_memory_allocated(device) / 2**30, 2)
+        torch.cuda.reset_peak_memory_stats(device)
     return out
+
+
+def paper_configs() -> list[tt.TowerConfig]:
+    """One config per distinct tower of the paper profile (Table 1), from the manifest."""
+    manifest = yaml.safe_load(MANIFEST.read_text())
+    chapter = next(c for c in manifest["chapters"] if c["slug"] == "he2022_twotower")
+    configs = {}
+    for run in chapter["notebooks"][0]["paper"]["runs"]:
+        fields = {k: v for k, v in run.items() if k not in ("name", "seed")}
+        configs.setdefault(tuple(sorted(fields.items())), tt.TowerConfig(**fields))
+    return list(configs.values())
 
 
 def main(argv=None) -> dict:
@@ -103,6 +131,9 @@ def main(argv=None) -> dict:
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--device", default="auto")
     parser.add_argument("--towers", nargs="+", default=list(tt.TOWER_TYPES))
+    parser.add_argument("--paper-sizes", action="store_true", help="the paper's Table 1 towers")
+    parser.add_argument("--vocab-size", type=int, default=None, help="output rows (tokenizer's)")
+    parser.add_argument("--gpu-speedups", action="store_true", help="fused AdamW + compile")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     if args.threads:
@@ -115,7 +146,15 @@ def main(argv=None) -> dict:
         max_train_lines=args.max_train_lines,
     )
     data = tt.load_data(settings)
-    rows = [measure(tower, args, data, device) for tower in args.towers]
+    if args.paper_sizes:
+        configs = paper_configs()
+    else:
+        heads = max(1, args.hidden // 32)
+        configs = [
+            tt.TowerConfig(tower, hidden=args.hidden, layers=args.layers, heads=heads)
+            for tower in args.towers
+        ]
+    rows = [measure(config, args, data, device) for config in configs]
     report = {
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         "threads": torch.get_num_threads(),
@@ -125,12 +164,13 @@ def main(argv=None) -> dict:
         "seq_len": args.seq_len,
         "batch_size": args.batch_size,
         "steps": args.steps,
+        "gpu_speedups": args.gpu_speedups,
         "results": rows,
     }
     for row in rows:
         mfu_text = "" if row["mfu"] is None else f", MFU {row['mfu']:.1%}"
         print(
-            f"{row['tower']:>4}: {row['lmsim_tokens_per_s']:,.0f} tokens/s through "
+            f"{row['tower']:>4} {row['hidden']}x{row['layers']}: {row['lmsim_tokens_per_s']:,.0f} tokens/s through "
             f"lmsim.training.train, {row['bare_tokens_per_s']:,.0f} bare "
             f"(overhead ratio {row['overhead_ratio']:.2f}){mfu_text}"
         )

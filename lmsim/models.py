@@ -59,6 +59,7 @@ __all__ = [
     "resolve_dtype",
     "list_models",
     "load_model",
+    "load_random_model",
     "load_tokenizer",
     "build_tiny_model",
     "model_dir",
@@ -913,6 +914,59 @@ def load_model(
     tokenizer = _prepare_tokenizer(tokenizer)
     if getattr(model.config, "pad_token_id", None) is None and tokenizer.pad_token_id is not None:
         # Decoder classification heads pool the last non-pad token and need the pad id.
+        model.config.pad_token_id = tokenizer.pad_token_id
+    return model, tokenizer
+
+
+def load_random_model(
+    name: str,
+    seed: int = 0,
+    device: str | torch.device = "auto",
+    dtype: str | torch.dtype | None = None,
+    task: str = "base",
+    zoo_profile: str = "default",
+):
+    """A randomly initialised copy of a model's architecture, with its tokenizer.
+
+    The control of Wu et al. (2020, Fig. 2): the same configuration as ``name`` (layers,
+    widths, heads, vocabulary, normalisation) built with ``from_config`` under
+    ``torch.manual_seed(seed)``, so the weights are those of the architecture's own
+    initialiser, never trained; the tokenizer is the trained model's, so words split into
+    the same subwords.
+
+    Parameters
+    ----------
+    name : str
+        Any name :func:`load_model` accepts.
+    seed : int
+        Seed of the initialisation: the same seed gives the same weights.
+    device, dtype, task, zoo_profile
+        As in :func:`load_model`.
+
+    Returns
+    -------
+    model : transformers.PreTrainedModel
+        In eval mode on ``device``.
+    tokenizer : transformers.PreTrainedTokenizerBase
+    """
+    from transformers import AutoConfig
+
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"`seed` must be an int, got {seed!r}")
+    dev = resolve_device(device)
+    torch_dtype = resolve_dtype(dtype, dev)
+    tokenizer = load_tokenizer(name, zoo_profile=zoo_profile)
+    if name in OFFLINE_MODELS or name.startswith("zoo/"):
+        config = AutoConfig.from_pretrained(model_dir(name, zoo_profile))
+    elif os.path.isdir(name):
+        config = AutoConfig.from_pretrained(name)
+    else:
+        config = AutoConfig.from_pretrained(LEGACY_HUB_IDS.get(name, name))
+    with torch.random.fork_rng(devices=[]), quiet_transformers(True):
+        torch.manual_seed(seed)
+        model = _auto_class(task).from_config(config, dtype=torch_dtype)
+    model = model.to(dev).eval()
+    if getattr(model.config, "pad_token_id", None) is None and tokenizer.pad_token_id is not None:
         model.config.pad_token_id = tokenizer.pad_token_id
     return model, tokenizer
 

@@ -22,6 +22,7 @@ nearly collinear neurons. No full-size temporary is allocated per chunk or per m
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -247,6 +248,124 @@ class Moments:
         for part in parts[1:]:
             if part.n:
                 out._merge_state(part.n, part._mean.to(out.device), part._comoment.to(out.device))
+        return out
+
+    @classmethod
+    def merge_all_ranks(
+        cls,
+        parts: Mapping[int, Moments],
+        n_parts: int,
+        *,
+        group=None,
+        return_parts: bool = False,
+        device: str | torch.device | None = None,
+    ) -> Moments | tuple[Moments, list[Moments]]:
+        """Merge parts spread over the ranks of a ``torch.distributed`` group, in part order.
+
+        Each rank passes the parts it holds, keyed by their global index; every index in
+        ``0 .. n_parts - 1`` must be held by exactly one rank. The owner of part ``k``
+        broadcasts its count, mean and co-moment (float64) in turn, ``k = 0, 1, ...``, and
+        every rank applies the same Chan merge (Eq. M1-M2) in that order, so the result is
+        the same on every rank, bit for bit, and equal bit for bit to
+        :meth:`merge_all` of the parts in index order on one process. An all-reduce of raw
+        float64 sums would be neither: its summation order depends on the backend and the
+        world size, and raw sums of squares cancel catastrophically under large offsets.
+        At most one received part is held at a time unless ``return_parts``.
+
+        Parameters
+        ----------
+        parts : mapping of int to Moments
+            This rank's parts (possibly none), with identical blocks on every rank.
+        n_parts : int
+            Number of parts over all ranks.
+        group : torch.distributed.ProcessGroup, optional
+            Default: the default process group (initialised, as by ``torchrun``).
+        return_parts : bool, default=False
+            Also return every part (received ones included), in index order.
+        device : str or torch.device, optional
+            Where received parts and the result live. Default: the device of this rank's
+            parts; for a rank without parts the CPU (gloo) or the current CUDA device
+            (NCCL).
+
+        Returns
+        -------
+        merged : Moments
+            The same on every rank.
+        parts : list of Moments
+            Only with ``return_parts=True``.
+        """
+        import torch.distributed as dist
+
+        if not (dist.is_available() and dist.is_initialized()):
+            raise RuntimeError(
+                "Moments.merge_all_ranks needs an initialised torch.distributed process group; "
+                "launch with torchrun and call torch.distributed.init_process_group() first"
+            )
+        mine = {int(k): part for k, part in parts.items()}
+        if device is None:
+            device = next(iter(mine.values())).device if mine else torch.device("cpu")
+            if not mine and dist.get_backend(group) == "nccl":
+                device = torch.device("cuda", torch.cuda.current_device())
+        device = torch.device(device)
+        # Object collectives run on the current CUDA device under NCCL: make it ours.
+        scope = torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext()
+        with scope:
+            return cls._merge_ranks(mine, n_parts, group, return_parts, device)
+
+    @classmethod
+    def _merge_ranks(cls, mine, n_parts, group, return_parts, device):
+        """:meth:`merge_all_ranks` once its arguments are checked and ``device`` is current."""
+        import torch.distributed as dist
+
+        local = {k: (part.n, list(part.dims.items())) for k, part in mine.items()}
+        gathered: list = [None] * dist.get_world_size(group)
+        dist.all_gather_object(gathered, local, group=group)
+        owner: dict[int, int] = {}
+        for group_rank, held in enumerate(gathered):
+            for k in held:
+                if k in owner:
+                    raise ValueError(f"part {k} is held by ranks {owner[k]} and {group_rank}")
+                owner[k] = group_rank
+        if sorted(owner) != list(range(n_parts)):
+            raise ValueError(
+                f"parts held over all ranks are {sorted(owner)}, expected 0..{n_parts - 1}"
+            )
+        layouts = {repr(entry[1]) for held in gathered for entry in held.values()}
+        if len(layouts) != 1:
+            raise ValueError(f"ranks hold parts with different blocks: {sorted(layouts)}")
+        dims = dict(gathered[owner[0]][0][1])
+        width = sum(int(w) for w in dims.values())
+        merged: Moments | None = None
+        out_parts: list[Moments] = []
+        for k in range(n_parts):
+            src = owner[k] if group is None else dist.get_global_rank(group, owner[k])
+            if k in mine:
+                part = mine[k] if mine[k].device == device else mine[k].to(device)
+                for tensor in (part._mean, part._comoment):
+                    dist.broadcast(tensor.contiguous(), src=src, group=group)
+            else:
+                mean = torch.empty(width, dtype=torch.float64, device=device)
+                comoment = torch.empty(width, width, dtype=torch.float64, device=device)
+                for tensor in (mean, comoment):
+                    dist.broadcast(tensor, src=src, group=group)
+                part = cls._from_state(dims, int(gathered[owner[k]][k][0]), mean, comoment)
+            if return_parts:
+                out_parts.append(part)
+            if merged is None:  # as merge_all: the first part copied, the others merged
+                merged = part.copy()
+            elif part.n:
+                merged._merge_state(part.n, part._mean, part._comoment)
+        return (merged, out_parts) if return_parts else merged
+
+    @classmethod
+    def _from_state(
+        cls, dims: Mapping[str, int], n: int, mean: torch.Tensor, comoment: torch.Tensor
+    ) -> Moments:
+        """Moments holding the given float64 state (no zero buffers allocated first)."""
+        out = cls(dims, device="meta")
+        out.device = mean.device
+        out.n = int(n)
+        out._mean, out._comoment = mean, comoment
         return out
 
     def copy(self) -> Moments:

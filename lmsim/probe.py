@@ -544,6 +544,7 @@ def word_activations(
     dtype=None,
     lowercase: bool = False,
     progress: bool = False,
+    zoo_profile: str = "default",
 ) -> tuple[np.ndarray, dict[str, int]]:
     """One activation row per word, all requested layers concatenated (probe input).
 
@@ -564,6 +565,9 @@ def word_activations(
     subword : {"last", "first", "mean"}
     batch_size, max_length, device, dtype, lowercase, progress
         Passed to ``extract_activations``.
+    zoo_profile : str, default="default"
+        Which zoo build ``"zoo/<name>"`` names load (``lmsim.zoo.PROFILES``); without it a
+        smoke run would silently load (or build) the default zoo.
 
     Returns
     -------
@@ -602,6 +606,7 @@ def word_activations(
         dtype=dtype,
         lowercase=lowercase,
         progress=progress,
+        zoo_profile=zoo_profile,
     )
 
     def layer_index(name: str) -> int:

@@ -69,7 +69,6 @@ from lmsim.training import (
     TrainingRun,
     TrainSettings,
     batch_indices,
-    flops_per_token,
     maybe_compile,
     mfu,
     n_params,
@@ -690,10 +689,24 @@ def new_heads(config: TowerConfig, vocab_size: int, seed: int) -> nn.ModuleList:
     return heads
 
 
-def two_tower_flops_per_token(config: TowerConfig, seq_len: int) -> float:
-    """Training FLOPs per token of both towers, ``6 N`` (+ attention for transformers).
+def two_tower_flops_per_token(
+    config: TowerConfig, seq_len: int, vocab_size: int | None = None
+) -> float:
+    """Training FLOPs per input token of both towers and, with ``vocab_size``, the head.
 
-    The vocabulary projection is left out (as in :func:`lmsim.training.flops_per_token`).
+    Every weight matrix costs 6 FLOPs per parameter per token (forward 2, backward 4;
+    Chowdhery et al. 2022, App. B):
+
+    * a transformer tower: ``L (4 d² + 2 d f)`` matrix weights (``f`` = ``ffn_dim``) plus
+      attention ``12 L T d``;
+    * an ELMo tower: per direction and layer ``4 h (n_in + out)`` LSTM weights (+ ``h · out``
+      for the projection);
+    * the output head of Eq. 1 (``vocab_size`` given): the dense map ``2 s → e`` and the
+      tied decoder ``e → V`` at the predicted positions only: 15 % of them for the BERT
+      tower (its masking rate), all of them for the ELMo and GPT towers.
+
+    Embedding look-ups, norms and biases are left out. Without ``vocab_size`` the head is
+    left out and MFU is a lower bound.
     """
     if config.tower == "elmo":
         out = config.lstm_proj or config.hidden
@@ -703,8 +716,16 @@ def two_tower_flops_per_token(config: TowerConfig, seq_len: int) -> float:
             per_dir += 4 * config.hidden * (n_in + out) + (
                 config.hidden * out if config.lstm_proj else 0
             )
-        return 2 * 2 * 6.0 * per_dir
-    return 2 * flops_per_token(config.layers, config.hidden, seq_len)
+        towers = 2 * 2 * 6.0 * per_dir
+    else:
+        d, n_layers = config.hidden, config.layers
+        weights = n_layers * (4 * d * d + 2 * d * config.ffn_dim)
+        towers = 2 * (6.0 * weights + 12.0 * n_layers * seq_len * d)
+    if vocab_size is None:
+        return towers
+    predicted = 0.15 if config.tower == "bert" else 1.0
+    head = 2 * config.state_dim * config.embed_dim + config.embed_dim * vocab_size
+    return towers + 6.0 * predicted * head
 
 
 # --------------------------------------------------------------------------------------
@@ -768,7 +789,7 @@ def phase1_run(
         out = _val_ppl(lambda x, y: [model(x, y)], tower, data, settings, device)
         return {"val_ppl": out["val_ppl"][0], "unigram_ppl": out["unigram_ppl"]}
 
-    flops = two_tower_flops_per_token(model.config, settings.seq_len)
+    flops = two_tower_flops_per_token(model.config, settings.seq_len, data.vocab_size)
     return TrainingRun({"model": model}, loss_fn, eval_fn, settings.steps, flops)
 
 

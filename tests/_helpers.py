@@ -195,3 +195,18 @@ def tiny_zoo_profile():
         n_eval_chunks=4,
         checkpoint_every=2,
     )
+
+
+# Texts of uneven lengths (1 to 12 words) shared by the extraction tests.
+EXTRACTION_TEXTS = [
+    "the cat sat",
+    "a dog barked loudly at the unbelievable postman on the mat",
+    "green ideas",
+    "sea shells by the sea shore sleep furiously",
+    "interpretability is hard",
+    "uncommon subwords",
+    "the quick brown fox jumps over the lazy dog and the cat",
+    "networks",
+    "the mat",
+]
+EXTRACTION_SENTENCES = [t.split() for t in EXTRACTION_TEXTS]

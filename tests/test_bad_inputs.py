@@ -254,6 +254,11 @@ CASES = [
      ValueError, r"`batch_size` must be a positive int, got 0"),
     (E, "shard-size-0", lambda c: c.extract(shard_size=0),
      ValueError, r"`shard_size` must be a positive int, got 0"),
+    (E, "distributed-without-a-group", lambda c: c.extract(distributed=True),
+     RuntimeError, r"distributed=True but torch\.distributed is not initialised: launch with "
+     r"`torchrun"),
+    (E, "distributed-unknown", lambda c: c.extract(distributed="yes"),
+     TypeError, r"`distributed` must be 'auto', True, False or a .*ProcessGroup, got 'yes'"),
     (E, "cache-extra-object", lambda c: c.extract(cache_key_extra=object()),
      TypeError, r"`cache_key_extra` is a object, which cannot be hashed by content.*pass str"),
     (E, "cache-extra-nested-set", lambda c: c.extract(cache_key_extra={"v": [1, {2}]}),
@@ -327,6 +332,9 @@ CASES = [
     # ----------------------------------------------------------------- moments
     ("moments", "missing-file", lambda c: Moments.load(c.tmp / "nope.safetensors"),
      FileNotFoundError, r"no moments file at .*nope\.safetensors"),
+    ("moments", "merge-ranks-without-a-group",
+     lambda c: Moments.merge_all_ranks({0: Moments.load(c.mom_path)}, 1),
+     RuntimeError, r"needs an initialised torch\.distributed process group; launch with torchrun"),
     ("moments", "truncated",
      lambda c: (c.tmp / "t.st").write_bytes(c.mom_path.read_bytes()[:200])
      and Moments.load(c.tmp / "t.st"),

@@ -151,6 +151,11 @@ def test_read_tarball_folder_and_categories(tmp_path):
         for member in tar.getmembers():
             (folder / member.name).write_bytes(tar.extractfile(member).read())
     assert read_brown(folder / "package") == sentences
+    for source in (tgz, folder / "package"):
+        by_file = brown.read_brown_files(source, fileids=["ca03", "ca01"])
+        assert list(by_file) == ["ca03", "ca01"]
+        assert by_file["ca01"] == read_brown(tgz, fileids=["ca01"])
+    assert sum(brown.read_brown_files(tgz).values(), []) == sentences
 
 
 def test_verify_rejects_bad_tarballs(tmp_path):

@@ -346,3 +346,16 @@ def test_classification_sets_read_as_corpora():
         "bbcnews", max_docs=50, sample="random", seed=3
     )
     assert set(sample) <= set(lines)
+
+
+def test_split_sentences_splits_documents_into_word_lists():
+    from lmsim.data import split_sentences
+
+    docs = ['Title line\n\nMr. Smith said "no." Then he left! It cost $5.50, U.S. well-known.']
+    got = split_sentences(docs)
+    assert got[0] == ["Title", "line"]
+    assert ["Then", "he", "left", "!"] in got
+    assert ["It", "cost", "$", "5.50", ",", "U.S", ".", "well-known", "."] in got
+    assert all(len(s) <= 3 for s in split_sentences(docs, max_words=3))
+    with pytest.raises(TypeError, match="not one str"):
+        split_sentences("a document")

@@ -15,6 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from _helpers import EXTRACTION_SENTENCES as SENTENCES
+from _helpers import EXTRACTION_TEXTS as TEXTS
 from _helpers import tiny_tokenizer
 from tokenizers import Tokenizer
 from torch import nn
@@ -54,18 +56,6 @@ CORPUS = [
     "the quick brown fox jumps over the lazy dog",
     "representations of different networks are compared",
 ]
-TEXTS = [
-    "the cat sat",
-    "a dog barked loudly at the unbelievable postman on the mat",
-    "green ideas",
-    "sea shells by the sea shore sleep furiously",
-    "interpretability is hard",
-    "uncommon subwords",
-    "the quick brown fox jumps over the lazy dog and the cat",
-    "networks",
-    "the mat",
-]
-SENTENCES = [t.split() for t in TEXTS]
 
 
 # ---------------------------------------------------------------------- tiny models
@@ -286,6 +276,69 @@ def test_moments_equal_moments_of_raw_activations(tiny, pooling):
     assert len(parts) == 3
     assert sum(p.n for p in parts) == ref.n
     torch.testing.assert_close(sharded.cov(mom.names), ref.cov(ref.names), atol=1e-6, rtol=0)
+
+
+def _padded_widths(monkeypatch) -> list:
+    """Record ``(texts, padded width)`` of every forward pass."""
+    real, widths = ex._hidden_states, []
+
+    def spy(run, input_ids, mask):
+        widths.append(tuple(input_ids.shape))
+        return real(run, input_ids, mask)
+
+    monkeypatch.setattr(ex, "_hidden_states", spy)
+    return widths
+
+
+def test_shards_are_pieces_of_the_global_length_order(tiny, monkeypatch):
+    pairs = {"bert": tiny["bert"], "gpt2": tiny["gpt2"]}
+    per_model = np.array([[len(tok(t)["input_ids"]) for t in TEXTS] for _, tok in pairs.values()])
+    order = np.argsort(-per_model.max(axis=0), kind="stable")  # longest tokenisation first
+    batches = np.split(order, [2, 4, 6, 8])
+    widths = _padded_widths(monkeypatch)
+    extract_moments(pairs, TEXTS, shard_size=4, batch_size=2, layers="last", **KW)
+    # Batches are consecutive pairs of the global order; each model pads to its own longest.
+    for m, lengths in enumerate(per_model):
+        assert widths[m::2] == [(len(b), int(lengths[b].max())) for b in batches]
+    padded = sum(n * w for n, w in widths)
+    widths.clear()  # the old layout: corpus pieces of 4 texts, each sorted inside
+    extract_moments(
+        pairs, TEXTS, shard_size=4, batch_size=2, layers="last", return_shards=True, **KW
+    )
+    assert padded < sum(n * w for n, w in widths)
+
+
+@pytest.mark.parametrize("pooling", ["mean", "token", "word"])
+def test_length_ordered_shards_hold_the_moments_of_the_same_rows(tiny, pooling):
+    """Statistics unchanged: sharded and cached, the moments equal float64 moments of
+    the raw rows of the same forward passes (1e-10 relative); the corpus-order shards of
+    before batch differently, so they agree up to float32 forward noise."""
+    pairs = {"gpt2": tiny["gpt2"], "llama": tiny["llama"]}  # one tokenizer: token rows align
+    texts = SENTENCES if pooling == "word" else TEXTS
+    kw = dict(pooling=pooling, batch_size=2, layers=[0, -1], **KW)
+    mom = extract_moments(pairs, texts, shard_size=4, **kw)
+    cached = extract_moments(pairs, texts, shard_size=4, **kw)
+    ref = Moments.from_arrays(extract_activations(pairs, texts, **kw))
+    assert mom.n == ref.n == cached.n
+    for got in (mom, cached):
+        torch.testing.assert_close(got.mean(got.names), ref.mean(ref.names), rtol=1e-10, atol=0)
+        scale = float(ref.comoment(ref.names).abs().max())
+        torch.testing.assert_close(
+            got.comoment(got.names), ref.comoment(ref.names), rtol=0, atol=1e-10 * scale
+        )
+    before = extract_moments(pairs, texts, shard_size=4, return_shards=True, **kw)[0]
+    torch.testing.assert_close(before.cov(before.names), ref.cov(ref.names), rtol=0, atol=1e-6)
+
+
+def test_returned_shards_are_pieces_of_the_corpus(tiny):
+    pairs = {"bert": tiny["bert"]}
+    acts = extract_activations(pairs, TEXTS, layers="last", **KW)["bert/layer.2"]
+    _, parts = extract_moments(pairs, TEXTS, shard_size=4, layers="last", return_shards=True, **KW)
+    assert [p.n for p in parts] == [4, 4, 1]
+    for k, part in enumerate(parts):
+        np.testing.assert_allclose(
+            part.mean("bert/layer.2").numpy(), acts[4 * k : 4 * k + 4].mean(0), atol=1e-6
+        )
 
 
 def test_second_call_loads_from_cache(tiny, monkeypatch):

@@ -258,3 +258,19 @@ def test_paper_compat_drops_constant_neurons_with_warning():
         warnings.simplefilter("error")
         assert svcca(X_const, Y) == pytest.approx(svcca(X, Y), abs=1e-10)
         assert pwcca(X_const, Y) == pytest.approx(pwcca(X, Y), abs=1e-10)
+
+
+def test_canonical_correlations_fall_back_to_gesvd_when_gesdd_fails(monkeypatch):
+    import torch
+
+    from lmsim.metrics import cca
+
+    rng = np.random.default_rng(0)
+    X, Y = rng.normal(size=(50, 4)), rng.normal(size=(50, 3))
+    want = pwcca(X, Y)
+
+    def failing_svd(*args, **kwargs):
+        raise torch.linalg.LinAlgError("linalg.svd: The algorithm failed to converge")
+
+    monkeypatch.setattr(cca.torch.linalg, "svd", failing_svd)
+    assert pwcca(X, Y) == pytest.approx(want, abs=1e-12)

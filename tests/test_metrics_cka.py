@@ -9,6 +9,7 @@ import torch
 from _helpers import SEEDS, random_orthogonal
 
 from lmsim.metrics import debiased_cka, linear_cka, rbf_cka
+from lmsim.metrics.cka import linear_cka_gram_matrix, linear_cka_matrix, outlier_neurons
 from lmsim.moments import Moments
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -225,3 +226,52 @@ def test_moment_path_errors():
     one = Moments.from_arrays({"x": X[:1], "y": Y[:1]})
     with pytest.raises(ValueError, match="at least 2"):
         linear_cka(one, "x", "y")
+
+
+# ----------------------------------------------------------------------- CKA without some neurons
+@pytest.mark.parametrize("seed", SEEDS)
+def test_linear_cka_matrix_drops_neurons_like_raw_cka_on_kept_columns(seed):
+    rng = np.random.default_rng(seed)
+    acts = {
+        "m/layer.0": rng.normal(size=(60, 5)),
+        "m/layer.1": rng.normal(size=(60, 4)) * np.array([50.0, 1, 1, 1]),
+        "n/layer.0": rng.normal(size=(60, 3)),
+    }
+    mom = Moments.from_arrays(acts)
+    names = list(acts)
+    full = linear_cka_matrix(mom, names)
+    want = [[naive_linear_cka(acts[a], acts[b]) for b in names] for a in names]
+    np.testing.assert_allclose(full, want, atol=1e-10)
+    drop = {"m/layer.1": [0]}
+    kept = {k: np.delete(v, drop.get(k, []), axis=1) for k, v in acts.items()}
+    got = linear_cka_matrix(mom, names, drop=drop)
+    want = [[naive_linear_cka(kept[a], kept[b]) for b in names] for a in names]
+    np.testing.assert_allclose(got, want, atol=1e-10)
+
+
+def test_outlier_neurons_finds_the_massive_dimension_and_bad_drop_raises():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(200, 6))
+    x[:, 4] *= 1000.0
+    mom = Moments.from_arrays({"m/layer.0": x})
+    assert outlier_neurons(mom, "m/layer.0") == [4]
+    with pytest.raises(ValueError, match="leaves no neuron"):
+        linear_cka_matrix(mom, ["m/layer.0"], drop={"m/layer.0": range(6)})
+    with pytest.raises(KeyError, match="not among `names`"):
+        linear_cka_matrix(mom, ["m/layer.0"], drop={"x/layer.0": [0]})
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_linear_cka_gram_matrix_matches_naive_feature_space_cka(seed):
+    rng = np.random.default_rng(seed)
+    acts = {
+        "a": rng.normal(size=(40, 7)) + 3.0,
+        "b": rng.normal(size=(40, 3)),
+        "c": rng.normal(size=(40, 12)),
+    }
+    acts["b"][:, 0] += 2.0 * acts["a"][:, 0]
+    got = linear_cka_gram_matrix(acts)
+    want = [[naive_linear_cka(acts[x], acts[y]) for y in acts] for x in acts]
+    np.testing.assert_allclose(got, want, atol=1e-6)
+    with pytest.raises(ValueError, match="same n_samples"):
+        linear_cka_gram_matrix({"a": acts["a"], "z": acts["b"][:30]})

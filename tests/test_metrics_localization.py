@@ -9,6 +9,7 @@ from lmsim.metrics import localization_scores
 from lmsim.metrics.localization import (
     block_means,
     cross_model_mean,
+    family_means,
     layer_table,
     mean_to_others,
 )
@@ -107,3 +108,40 @@ def test_block_summaries_reject_bad_shapes():
         block_means(np.zeros((3, 3)), NAMES)
     with pytest.raises(ValueError, match="single model"):
         cross_model_mean(np.zeros((2, 2)), ["a/layer.0", "a/layer.1"])
+
+
+# ----------------------------------------------------------------------- family means
+def naive_family_means(matrix, names, families):
+    models = [name.rpartition("/layer.")[0] for name in names]
+    groups = {"within model": [], "within family": [], "across families": []}
+    for i, a in enumerate(models):
+        for j, b in enumerate(models):
+            if i == j:
+                continue
+            if a == b:
+                groups["within model"].append(matrix[i, j])
+            elif families[a] == families[b]:
+                groups["within family"].append(matrix[i, j])
+            else:
+                groups["across families"].append(matrix[i, j])
+    return {k: np.mean(v) if v else np.nan for k, v in groups.items()}
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_family_means_match_naive(seed):
+    rng = np.random.default_rng(seed)
+    names = [f"{m}/layer.{i}" for m, n in [("a", 3), ("b", 2), ("zoo/c", 4)] for i in range(n)]
+    matrix = rng.uniform(size=(len(names), len(names)))
+    families = {"a": "enc", "b": "enc", "zoo/c": "dec"}
+    got = family_means(matrix, names, families)
+    want = naive_family_means(matrix, names, families)
+    for key, value in want.items():
+        assert got[key] == pytest.approx(value, abs=1e-12)
+
+
+def test_family_means_nan_without_a_two_model_family_and_names_missing_models():
+    names = ["a/layer.0", "a/layer.1", "b/layer.0", "b/layer.1"]
+    got = family_means(np.eye(4), names, {"a": "x", "b": "y"})
+    assert np.isnan(got["within family"]) and got["across families"] == 0.0
+    with pytest.raises(ValueError, match="no family for the models \\['b'\\]"):
+        family_means(np.eye(4), names, {"a": "x"})

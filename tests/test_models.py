@@ -401,3 +401,19 @@ def test_smollm2_converts_once_and_predicts_text():
         with torch.no_grad():
             logits = lm(**enc).logits[0, -1]
         assert tokenizer.decode(logits.argmax()).strip() == answer
+
+
+def test_load_random_model_is_the_architecture_with_seeded_fresh_weights():
+    from lmsim.models import load_random_model
+
+    trained, _ = load_model("tiny-gpt2")
+    a, tok = load_random_model("tiny-gpt2", seed=3)
+    b, _ = load_random_model("tiny-gpt2", seed=3)
+    c, _ = load_random_model("tiny-gpt2", seed=4)
+    assert a.config.to_dict()["n_layer"] == trained.config.n_layer
+    assert tok.pad_token_id is not None and not a.training
+    wa, wb, wc = (m.state_dict() for m in (a, b, c))
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+    assert any(not torch.equal(wa[k], wc[k]) for k in wa)
+    with pytest.raises(TypeError, match="`seed` must be an int"):
+        load_random_model("tiny-gpt2", seed=1.5)

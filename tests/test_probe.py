@@ -350,3 +350,20 @@ def test_explicit_classes_order_and_unseen_class():
     assert np.isin(r.predict(X), [0, 1, 2]).mean() > 0.99  # the unseen class is never learnt
     with pytest.raises(ValueError, match="not in `classes`"):
         train_probe(X, y, classes=[0, 1], **CPU)
+
+
+def test_word_activations_forwards_zoo_profile(monkeypatch):
+    """`zoo/<name>` must load the requested zoo build, not the default one."""
+    import lmsim.extract
+
+    seen = {}
+
+    def fake_extract(models, texts, **kwargs):
+        seen.update(kwargs)
+        return {"zoo/mlm-s0/layer.0": np.zeros((2, 3), np.float32)}
+
+    monkeypatch.setattr(lmsim.extract, "extract_activations", fake_extract)
+    X, dims = word_activations("zoo/mlm-s0", [["a", "b"]], zoo_profile="smoke", device="cpu")
+    assert seen["zoo_profile"] == "smoke" and X.shape == (2, 3)
+    word_activations("zoo/mlm-s0", [["a", "b"]], device="cpu")
+    assert seen["zoo_profile"] == "default"

@@ -325,7 +325,8 @@ LAYERS = [
     ["lmsim.models"],
     ["lmsim.extract"],
     ["lmsim.lmd", "lmsim.plotting", "lmsim.merge", "lmsim.probe", "lmsim.cluster"],
-    ["lmsim.twotower", "lmsim.brown"],
+    ["lmsim.twotower", "lmsim.brown", "lmsim.layersim"],
+    ["lmsim.redundancy"],
     ["lmsim.reproduce"],
 ]
 

@@ -317,3 +317,27 @@ def test_pair_table_names_each_pairs_relation():
     assert table.loc[("g0", "gw"), "relation"] == "size"
     assert table.loc[("g1", "e0"), "relation"] == "type"
     assert table["above null p99"].all() and len(table) == 6
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        tt.TowerConfig("gpt", hidden=32, layers=2, heads=4, intermediate=80),
+        tt.TowerConfig("bert", hidden=24, layers=3, heads=2),
+        tt.TowerConfig("elmo", hidden=40, layers=2, embed=16, lstm_proj=12),
+    ],
+)
+def test_flops_per_token_counts_every_weight_matrix(config):
+    """6 FLOPs per matrix weight per token, counted from the built model's parameters."""
+    vocab, seq_len = 50, 7
+    model = tt.TwoTowerLM(config, vocab, seq_len)
+    tower_weights = sum(p.numel() for p in model.towers.parameters() if p.ndim == 2)
+    attention = 0 if config.tower == "elmo" else 2 * 12 * config.layers * seq_len * config.hidden
+    head_weights = model.head.dense.weight.numel() + model.embedding.numel()
+    predicted = 0.15 if config.tower == "bert" else 1.0
+    assert tt.two_tower_flops_per_token(config, seq_len) == pytest.approx(
+        6 * tower_weights + attention
+    )
+    assert tt.two_tower_flops_per_token(config, seq_len, vocab) == pytest.approx(
+        6 * tower_weights + attention + 6 * predicted * head_weights
+    )

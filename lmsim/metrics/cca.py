@@ -125,7 +125,24 @@ def prepare_cca_basis(
 def canonical_correlations(bx: CCABasis, by: CCABasis, cxy: torch.Tensor):
     """SVD of ``U_xᵀ U_y``: returns ``u`` of shape (k_x, m) and ``ρ`` of shape (m,) in [0, 1]."""
     cross = bx.whiten.T @ cxy @ by.whiten
-    u, rho, _ = torch.linalg.svd(cross, full_matrices=False)
+    if not bool(torch.isfinite(cross).all()):
+        raise ValueError(
+            "canonical correlations: the whitened cross-covariance has non-finite entries; "
+            "check the activations for NaN/inf (e.g. a half-precision overflow)"
+        )
+    try:
+        u, rho, _ = torch.linalg.svd(cross, full_matrices=False)
+    except torch.linalg.LinAlgError:
+        # LAPACK's divide-and-conquer SVD (gesdd) can fail to converge on the many repeated
+        # singular values near 1 of two wide layers seen on few samples; the slower QR
+        # iteration (gesvd) converges there.
+        import scipy.linalg
+
+        u_np, rho_np, _ = scipy.linalg.svd(
+            cross.cpu().numpy(), full_matrices=False, lapack_driver="gesvd"
+        )
+        u = torch.from_numpy(u_np).to(cross.device)
+        rho = torch.from_numpy(rho_np).to(cross.device)
     return u, rho.clamp(0.0, 1.0)
 
 

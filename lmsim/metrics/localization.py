@@ -17,6 +17,7 @@ from lmsim.blocks import parse_block
 __all__ = [
     "block_means",
     "cross_model_mean",
+    "family_means",
     "layer_table",
     "localization_scores",
     "mean_to_others",
@@ -203,3 +204,53 @@ def cross_model_mean(matrix, names: Sequence[str]) -> pd.Series:
     other = models[:, None] != models[None, :]
     sums = np.where(other, values, 0.0).sum(axis=1)
     return pd.Series(sums / other.sum(axis=1), index=list(names), name="cross_model_mean")
+
+
+def family_means(matrix, names: Sequence[str], families: dict[str, str]) -> pd.Series:
+    """Mean similarity of layer pairs within a model, within a family and across families.
+
+    Wu et al. (2020, Sec. 5.1) call models of one architecture and objective that differ
+    in size (BERT-base and BERT-large, GPT-2 small and medium) a *family*: "models within
+    the same family are more similar" compares pairs of *different* models of one family
+    with pairs of models from different families.
+
+    Parameters
+    ----------
+    matrix : array of shape (n_layers, n_layers)
+        Layer × layer similarities over all layers of all models, in the order of ``names``.
+    names : sequence of str
+        ``"{model}/layer.{i}"`` block names.
+    families : dict of str to str
+        Model -> family name; every model of ``names`` must be listed.
+
+    Returns
+    -------
+    pandas.Series
+        ``"within model"`` (two different layers of one model), ``"within family"`` (layers
+        of two different models of one family; NaN when no family has two models) and
+        ``"across families"`` (NaN when there is one family).
+
+    Raises
+    ------
+    ValueError
+        A model of ``names`` missing from ``families``, or a wrongly shaped ``matrix``.
+    """
+    values = np.asarray(matrix, dtype=np.float64)
+    if values.shape != (len(names), len(names)):
+        raise ValueError(f"`matrix` has shape {values.shape} but there are {len(names)} names")
+    models = layer_table(names)["model"].to_numpy()
+    missing = sorted(set(models) - set(families))
+    if missing:
+        raise ValueError(f"`families` has no family for the models {missing}")
+    family = np.array([families[m] for m in models])
+    same_model = models[:, None] == models[None, :]
+    same_family = family[:, None] == family[None, :]
+    masks = {
+        "within model": same_model & ~np.eye(len(names), dtype=bool),
+        "within family": same_family & ~same_model,
+        "across families": ~same_family,
+    }
+    return pd.Series(
+        {key: values[mask].mean() if mask.any() else np.nan for key, mask in masks.items()},
+        name="mean similarity",
+    )

@@ -1,0 +1,95 @@
+"""All-layers similarity matrices of many models, in one joint pass or one pass per pair.
+
+Wu et al. (2020) compare every layer of every model with every other. One joint
+:class:`~lmsim.moments.Moments` of all layers gives every measure from a single pass over
+the corpus, but holds ``(Σ d)² × 8`` bytes: all 160 hidden states of the paper's seven
+models (117k features) would need 110 GB. :func:`pairwise_by_model_pairs` is the out-of-core
+form: one extraction per *pair* of models, holding only that pair's moments
+(``(d_a + d_b)² × 8`` bytes), whose layer × layer blocks are written into the full
+matrices. It gives the same matrices as the joint pass (up to float64 rounding) at the
+cost of running every model ``n_models − 1`` times instead of once and of preparing each
+layer (its whitening or per-neuron scale) once per pair.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from lmsim.blocks import model_of
+from lmsim.extract import extract_moments
+from lmsim.metrics import pairwise_matrix
+
+__all__ = ["pairwise_by_model_pairs"]
+
+
+def pairwise_by_model_pairs(
+    models: Sequence[str],
+    texts,
+    metrics: Mapping[str, tuple[str, Mapping]],
+    *,
+    layers="all",
+    **extract_kw,
+) -> tuple[list[str], dict[str, np.ndarray]]:
+    """Layer × layer similarity matrices over all models, one moments pass per pair of models.
+
+    Parameters
+    ----------
+    models : sequence of str
+        Model names (at least one), as :func:`lmsim.extract.extract_moments` takes them.
+    texts : list
+        The texts (lists of words with ``pooling="word"``) every model sees.
+    metrics : dict of str to (str, dict)
+        Label -> (metric of :func:`lmsim.metrics.pairwise_matrix`, its options), e.g.
+        ``{"svsim": ("svcca", {"paper_compat": True})}``.
+    layers : "all", list or dict
+        As in :func:`~lmsim.extract.extract_moments`.
+    **extract_kw
+        Passed to every :func:`~lmsim.extract.extract_moments` call (``pooling``,
+        ``subword``, ``batch_size``, ``device``, ``dtype``, ``cache_key_extra``, ...);
+        its shard cache keeps each pair's moments, so an interrupted run resumes.
+
+    Returns
+    -------
+    names : list of str
+        Block names, each model's layers in order, models in the order given.
+    sims : dict of str to ndarray of shape (len(names), len(names))
+        ``sims[label][i, j] = metric(names[i] → names[j])``. A model's own block comes
+        from its first pair.
+
+    Notes
+    -----
+    Memory: the largest ``(d_a + d_b)² × 8`` bytes over pairs, instead of ``(Σ d)² × 8``.
+    Time: each model's forward passes ``n_models − 1`` times; pairs are independent, so
+    they can run on several machines sharing the extraction cache.
+    """
+    models = list(models)
+    if not models:
+        raise ValueError("`models` is empty: pass at least one model name")
+    if len(set(models)) != len(models):
+        raise ValueError(f"`models` has duplicate names {models}")
+    extract_kw = {"progress": False, **extract_kw}
+    pairs = list(itertools.combinations(models, 2)) or [(models[0],)]
+    values: dict[str, dict[tuple[str, str], float]] = {label: {} for label in metrics}
+    blocks: dict[str, list[str]] = {}
+    for pair in pairs:
+        spec = {m: layers.get(m, "all") for m in pair} if isinstance(layers, Mapping) else layers
+        mom = extract_moments(list(pair), texts, layers=spec, **extract_kw)
+        names = mom.names
+        for name in names:
+            blocks.setdefault(model_of(name), [])
+            if name not in blocks[model_of(name)]:
+                blocks[model_of(name)].append(name)
+        for label, (metric, options) in metrics.items():
+            matrix = pairwise_matrix(mom, names, metric=metric, progress=False, **options)
+            for (i, a), (j, b) in itertools.product(enumerate(names), repeat=2):
+                values[label].setdefault((a, b), float(matrix[i, j]))
+        del mom
+    names = [name for model in models for name in blocks[model]]
+    sims = {
+        label: np.array([[values[label][(a, b)] for b in names] for a in names])
+        for label in metrics
+    }
+    return names, sims

