@@ -13,6 +13,8 @@
   of the same precision on the same device (``precision``, ``device``).
 * :func:`record` is the common header of every JSON: thread settings, load average before
   and after, library versions, the limits, and how a fraction of the limit is computed.
+* :func:`write_result` writes a benchmark's JSON atomically (a temporary file in the same
+  folder, then :func:`os.replace`), so an interrupted run never leaves a truncated result.
 
 Nominal FLOP counts (Golub & Van Loan, *Matrix Computations*, 4th ed.): GEMM ``m × k`` by
 ``k × n`` = ``2 m k n``; ``syrk`` of ``k`` rows into ``D × D`` = ``k D²``; Cholesky
@@ -22,10 +24,13 @@ Nominal FLOP counts (Golub & Van Loan, *Matrix Computations*, 4th ed.): GEMM ``m
 
 from __future__ import annotations
 
+import json
 import os
 import platform
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import scipy
@@ -234,6 +239,56 @@ def record(n_threads: int, limits: dict, load_before: tuple) -> dict:
             "scipy": scipy.__version__,
         },
     }
+
+
+def _jsonable(value: object) -> object:
+    """``json.dumps`` fallback: NumPy scalars and arrays as numbers, anything else as text."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return str(value)
+
+
+def write_result(path: str | os.PathLike, payload: dict, header: dict | None = None) -> Path:
+    """Write a benchmark's result as indented JSON, atomically.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The JSON file; its folder is created if missing.
+    payload : dict
+        The benchmark's figures. Benchmarks that meet the standard already hold the
+        :func:`record` header in it.
+    header : dict, optional
+        A :func:`record` header to put first; ``payload``'s keys win on a clash.
+
+    Returns
+    -------
+    Path
+        ``path``.
+
+    Notes
+    -----
+    The text goes to a temporary file in the same folder, is flushed to disk, and then
+    replaces ``path`` (:func:`os.replace` is atomic on POSIX and Windows), so a run killed
+    while writing leaves the previous result intact. NumPy scalars and arrays are written
+    as numbers; other non-JSON values (paths, devices, dtypes) as their text.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps({**(header or {}), **payload}, indent=2, default=_jsonable) + "\n"
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
 
 
 def add_common_args(parser) -> None:

@@ -38,6 +38,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _common import write_result
 
 SIDES = ("lmsim", "lmsim_moments", "neurox")
 THRESHOLDS = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]
@@ -235,7 +236,7 @@ def main() -> None:
         "python": platform.python_version(),
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
     }
-    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    write_result(args.out, result)
     print(json.dumps({k: result[k] for k in ("speedup_total", "memory_ratio")}))
 
 

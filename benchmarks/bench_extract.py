@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from _common import write_result
 from bench_gpu import extraction, word_tokenizer
 
 from lmsim.extract import extract_moments
@@ -141,8 +142,7 @@ def main() -> None:
             )
             for T in (128, 512)
         ]
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2))
+    write_result(args.out, result)
     print(json.dumps(result, indent=2))
 
 

@@ -43,6 +43,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import write_result  # noqa: E402
 from bench_lmd import synthetic_embeddings  # noqa: E402
 
 from lmsim.extract import extract_moments  # noqa: E402
@@ -258,8 +259,7 @@ def main(argv=None) -> dict:
         print(
             f"{name} ({time.perf_counter() - start:.0f} s): {json.dumps(report[name])}", flush=True
         )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2))
+    write_result(args.out, report)
     return report
 
 

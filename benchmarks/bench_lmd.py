@@ -31,12 +31,19 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from pathlib import Path
 
 import numpy as np
-from _common import add_common_args, alternate, fraction, machine_limits, record, remeasure
+from _common import (
+    add_common_args,
+    alternate,
+    fraction,
+    machine_limits,
+    record,
+    remeasure,
+    write_result,
+)
 from scipy.linalg import cho_factor, cho_solve
 from sklearn.linear_model import Ridge
 
@@ -263,8 +270,7 @@ def main(argv=None):
         if isinstance(entry, dict) and "fraction_of_gemm_limit" in entry:
             print(f"{name}: {entry['gflops']:.1f} GFLOP/s = {entry['fraction_of_gemm_limit']:.0%}")
     result["load_average_after"] = list(os.getloadavg())
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    write_result(args.out, result)
     print(f"wrote {args.out}")
 
 

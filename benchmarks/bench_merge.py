@@ -48,6 +48,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from _common import write_result
 
 RESULTS = Path(__file__).resolve().parent / "results" / "merge.json"
 
@@ -345,8 +346,7 @@ def main():
         / lm["peak_above_imports_mib"],
     }
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    write_result(out, result)
     for name in ("lmsim", "authors"):
         r, acc = runs[name], runs[name]["accuracy_vs_float64_reference"]
         print(

@@ -30,12 +30,19 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from pathlib import Path
 
 import numpy as np
-from _common import add_common_args, alternate, fraction, machine_limits, record, remeasure
+from _common import (
+    add_common_args,
+    alternate,
+    fraction,
+    machine_limits,
+    record,
+    remeasure,
+    write_result,
+)
 
 import lmsim
 from lmsim.metrics import pairwise_matrix
@@ -287,7 +294,7 @@ def main(argv=None):
         "total_moments_s": total_moments,
         "total_naive_s": total_naive,
     }
-    args.out.write_text(json.dumps(payload, indent=2))
+    write_result(args.out, payload)
     print(f"wrote {args.out}")
 
 

@@ -23,12 +23,19 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from pathlib import Path
 
 import numpy as np
-from _common import add_common_args, alternate, fraction, machine_limits, record, remeasure
+from _common import (
+    add_common_args,
+    alternate,
+    fraction,
+    machine_limits,
+    record,
+    remeasure,
+    write_result,
+)
 
 import lmsim
 from lmsim.moments import Moments
@@ -114,8 +121,7 @@ def main(argv=None):
         )
     print(f"ratio {result['ratio_full_gemm_over_lmsim']:.2f}x, max rel diff {rel:.1e}")
     result["load_average_after"] = list(os.getloadavg())
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    write_result(args.out, result)
     print(f"wrote {args.out}")
 
 

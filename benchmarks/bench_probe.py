@@ -52,7 +52,15 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from _common import add_common_args, alternate, fraction, machine_limits, record, remeasure
+from _common import (
+    add_common_args,
+    alternate,
+    fraction,
+    machine_limits,
+    record,
+    remeasure,
+    write_result,
+)
 from torch import nn
 
 import lmsim
@@ -218,8 +226,7 @@ def main() -> None:
         "python": platform.python_version(),
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
     }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    write_result(args.out, result)
     print(json.dumps(result["speedup_vs"]))
 
 

@@ -26,7 +26,7 @@ import os
 import time
 from pathlib import Path
 
-from _common import add_common_args, alternate, record
+from _common import add_common_args, alternate, record, write_result
 
 import lmsim
 from lmsim import extract as ex
@@ -114,8 +114,7 @@ def main() -> None:
         **record(n_threads, {}, load_before),
     }
     del result["limits"], result["fraction_is"]  # a float32 forward: no float64 BLAS limit
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2, default=str))
+    write_result(args.out, result)
     print(json.dumps({k: v for k, v in result.items() if k != "thread_info"}, indent=2))
 
 

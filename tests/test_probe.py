@@ -367,3 +367,32 @@ def test_word_activations_forwards_zoo_profile(monkeypatch):
     assert seen["zoo_profile"] == "smoke" and X.shape == (2, 3)
     word_activations("zoo/mlm-s0", [["a", "b"]], device="cpu")
     assert seen["zoo_profile"] == "default"
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_lexical_baseline_matches_a_naive_lookup(seed):
+    from collections import Counter
+
+    from lmsim.probe import lexical_baseline
+
+    rng = np.random.default_rng(seed)
+    vocab = [f"w{i}" for i in range(30)]
+    words_train = list(rng.choice(vocab[:25], 400))
+    words_test = list(rng.choice(vocab, 150))  # w25 ... w29 are unseen in training
+    y_train, y_test = rng.integers(0, 4, 400), rng.integers(0, 4, 150)
+    overall = Counter(y_train.tolist()).most_common()
+    fallback = min(k for k, c in overall if c == overall[0][1])
+    correct = 0
+    for w, y in zip(words_test, y_test):
+        labels = Counter(int(t) for t, v in zip(y_train, words_train) if v == w)
+        if labels:
+            top = max(labels.values())
+            guess = min(k for k, c in labels.items() if c == top)
+        else:
+            guess = fallback
+        correct += guess == y
+    assert lexical_baseline(words_train, y_train, words_test, y_test) == pytest.approx(
+        correct / len(y_test)
+    )
+    with pytest.raises(ValueError, match="must pair up"):
+        lexical_baseline(words_train[:-1], y_train, words_test, y_test)

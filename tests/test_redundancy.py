@@ -144,3 +144,52 @@ def test_kept_counts_sum_to_kept():
     cuts = cluster_cuts(correlated(0, groups=5, per=3), [0.5])
     kept = cuts[0.5][1]
     assert sum(kept_per_block(kept, DIMS).values()) == kept.size
+
+
+# ---------------------------------------------------------------- treebanks and transfer
+def _conllu(sentences):
+    """CoNLL-U text of ``[(word, upos, head, deprel), ...]`` sentences."""
+    blocks = []
+    for k, rows in enumerate(sentences):
+        lines = [f"# sent_id = s{k}"]
+        lines += [
+            f"{i}\t{w}\t{w}\t{u}\t_\t_\t{h}\t{d}\t_\t_" for i, (w, u, h, d) in enumerate(rows, 1)
+        ]
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks) + "\n\n"
+
+
+def test_probing_sets_treebank_splits_of_one_file_are_disjoint(tmp_path):
+    from lmsim.redundancy import probing_sets
+
+    rows = [[(f"w{k}", "NOUN", 2, "nsubj"), ("runs", "VERB", 0, "root")] for k in range(10)]
+    path = tmp_path / "pud.conllu"
+    path.write_text(_conllu(rows))
+    spec = str(path)
+    sets = probing_sets("treebank", 5, 2, 3, treebanks={"train": spec, "dev": spec, "test": spec})
+    firsts = {k: [s.words[0] for s in v] for k, v in sets.items()}
+    assert firsts == {
+        "train": ["w0", "w1", "w2", "w3", "w4"],
+        "dev": ["w5", "w6"],
+        "test": ["w7", "w8", "w9"],
+    }
+    assert not any(s.silver for v in sets.values() for s in v)
+    with pytest.raises(ValueError, match="no sentences of at most 40 words left for `test`"):
+        probing_sets("treebank", 8, 2, 1, treebanks={"train": spec, "dev": spec, "test": spec})
+    with pytest.raises(ValueError, match="needs `treebanks` with the splits"):
+        probing_sets("treebank", 1, 1, 1, treebanks={"train": spec})
+
+
+def test_transfer_set_sources(tmp_path):
+    from lmsim.redundancy import transfer_set
+
+    smoke = transfer_set("smoke", 7, max_words=12)
+    assert len(smoke) == 7 and all(len(s.words) <= 12 for s in smoke)
+    path = tmp_path / "fr_pud.conllu"
+    path.write_text(_conllu([[("Il", "PRON", 2, "nsubj"), ("dort", "VERB", 0, "root")]] * 3))
+    gold = transfer_set(str(path), 2)
+    assert [s.upos for s in gold] == [["PRON", "VERB"]] * 2
+    with pytest.raises(ValueError, match="no spaCy pipeline for the UDHR translation 'deu'"):
+        transfer_set("udhr:deu", 5)
+    with pytest.raises(ValueError, match="unknown treebank"):
+        transfer_set("fr_pud.txt", 5)

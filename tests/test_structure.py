@@ -324,8 +324,15 @@ LAYERS = [
     ["lmsim.zoo"],
     ["lmsim.models"],
     ["lmsim.extract"],
-    ["lmsim.lmd", "lmsim.plotting", "lmsim.merge", "lmsim.probe", "lmsim.cluster"],
-    ["lmsim.twotower", "lmsim.brown", "lmsim.layersim"],
+    [
+        "lmsim.lmd",
+        "lmsim.plotting",
+        "lmsim.merge",
+        "lmsim.probe",
+        "lmsim.cluster",
+        "lmsim.finetune",
+    ],
+    ["lmsim.twotower", "lmsim.brown", "lmsim.udhr", "lmsim.layersim"],
     ["lmsim.redundancy"],
     ["lmsim.reproduce"],
 ]

@@ -1,0 +1,225 @@
+"""Fine-tuning through the one training loop: caching, resume, multitask heads, helpers.
+
+Tiny random BERTs (``tiny-bert``) on the generated smoke classification sets; a private
+cache per test module.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from lmsim.data import keyword_domains, load_classification, noniid_partitions
+from lmsim.finetune import (
+    FinetuneSettings,
+    accuracy,
+    finetune,
+    finetune_facts,
+    finetune_multitask,
+    freeze_lower_layers,
+    load_finetuned,
+    majority_baseline,
+    predict_logits,
+    with_head,
+)
+from lmsim.models import load_model
+
+SEEDS = [0, 1, 2]
+SETTINGS = FinetuneSettings(
+    base="tiny-bert", max_length=12, batch_size=8, epochs=4.0, lr=1e-2, device="cpu"
+)
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path_factory, monkeypatch, one_torch_thread):
+    monkeypatch.setenv("LMSIM_CACHE", str(tmp_path_factory.getbasetemp() / "ft-cache"))
+
+
+def _smoke(name="smoke", n=40):
+    d = load_classification(name)
+    return d["train_texts"][:n], d["train_labels"][:n], d["label_names"]
+
+
+# ------------------------------------------------------------------ data helpers
+@pytest.mark.parametrize("seed", SEEDS)
+def test_noniid_partitions_follow_the_recipe(seed):
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, 4, size=2000)
+    a, b, key = noniid_partitions(labels, 300, key_fraction=0.8, seed=seed)
+    assert len(a) == len(b) == 300 and not set(a) & set(b)
+    share_a = np.mean(labels[a] == key)
+    share_b = np.mean(labels[b] == key)
+    # Before sub-sampling A holds 80 % of the key class and B 20 %, in equal-size halves.
+    n_key = np.sum(labels == key)
+    assert share_a == pytest.approx(0.8 * n_key / 1000, abs=0.08)
+    assert share_b == pytest.approx(0.2 * n_key / 1000, abs=0.06)
+    assert share_a > 2 * share_b
+
+
+def test_noniid_partitions_naive_counts_before_subsampling():
+    labels = np.repeat([0, 1, 2, 3], 100)
+    # All rows requested: the partitions are exactly the recipe's two halves.
+    a, b, key = noniid_partitions(labels, 200, seed=3)
+    assert np.sum(labels[a] == key) == 80 and np.sum(labels[b] == key) == 20
+    with pytest.raises(ValueError, match="at most 200"):
+        noniid_partitions(labels, 201, seed=3)
+    with pytest.raises(ValueError, match="key_fraction"):
+        noniid_partitions(labels, 10, key_fraction=0.4)
+
+
+def test_keyword_domains_first_group_wins_whole_words():
+    texts = ["Great COFFEE, and tea", "my dog loves it", "teapot", "dog food with coffee"]
+    out = keyword_domains(texts, {"drinks": ["coffee", "tea"], "pets": ["dog"]})
+    assert out == ["drinks", "pets", "other", "drinks"]
+    with pytest.raises(ValueError, match="rename"):
+        keyword_domains(texts, {"other": ["x"]})
+
+
+def test_smoke_adverb_is_a_second_task_on_smoke_text():
+    d = load_classification("smoke-adverb")
+    assert d["label_names"] == ["manner", "time"]
+    assert 0.3 < np.mean(d["train_labels"]) < 0.7
+    for text, label in zip(d["train_texts"], d["train_labels"]):
+        assert (text.split()[-2] in {"again", "yesterday", "often", "today"}) == bool(label)
+
+
+# ------------------------------------------------------------------ evaluation helpers
+def test_accuracy_and_majority_baseline_against_naive():
+    logits = np.array([[0.1, 0.9], [2.0, -1.0], [0.0, 0.5]])
+    assert accuracy(logits, [1, 0, 0]) == pytest.approx(2 / 3)
+    assert majority_baseline([1, 1, 0], [1, 0, 0, 0]) == 0.25
+    with pytest.raises(ValueError, match="one row per label"):
+        accuracy(logits, [1, 0])
+
+
+def test_freeze_lower_layers_names():
+    model, _ = load_model("tiny-bert", device="cpu", task="sequence-classification")
+    frozen = freeze_lower_layers(model, 1)
+    assert any("embeddings" in n for n in frozen)
+    assert any(".layer.0." in n for n in frozen) and not any(".layer.1." in n for n in frozen)
+    trainable = [n for n, p in model.named_parameters() if p.requires_grad]
+    assert "classifier.weight" in trainable and any(".layer.1." in n for n in trainable)
+    with pytest.raises(ValueError, match="leave at least one"):
+        freeze_lower_layers(model, 2)
+
+
+# ------------------------------------------------------------------ training and caching
+def test_finetune_learns_caches_and_reads_back():
+    texts, labels, names = _smoke()
+    path = finetune(texts, labels, names, SETTINGS, name="t-smoke")
+    facts = finetune_facts(path)
+    assert facts["steps"] == 20 and facts["settings"]["base"] == "tiny-bert"
+    assert facts["final_loss"] < facts["first_loss"]
+    assert finetune(texts, labels, names, SETTINGS, name="t-smoke") == path  # cached
+    model, tok = load_finetuned(path, "cpu")
+    assert model.config.id2label == dict(enumerate(names))
+    logits = predict_logits(model, tok, texts, max_length=12)
+    assert logits.shape == (len(texts), 2) and np.isfinite(logits).all()
+    # Another label order is another model.
+    flipped = finetune(texts, [1 - y for y in labels], names, SETTINGS, name="t-smoke")
+    assert flipped != path
+
+
+def test_finetune_is_deterministic_and_frozen_layers_stay_pretrained():
+    texts, labels, names = _smoke()
+    settings = FinetuneSettings(**{**SETTINGS.__dict__, "n_frozen": 1, "epochs": 1.0})
+    path = finetune(texts, labels, names, settings, name="t-frozen")
+    model, _ = load_finetuned(path, "cpu")
+    base, _ = load_model("tiny-bert", device="cpu", task="sequence-classification")
+    got = dict(model.named_parameters())
+    for name, p in base.named_parameters():
+        if "embeddings" in name or ".layer.0." in name:
+            assert torch.equal(got[name], p), name
+    assert not torch.equal(got["bert.encoder.layer.1.output.dense.weight"],
+                           dict(base.named_parameters())["bert.encoder.layer.1.output.dense.weight"])  # fmt: skip
+
+
+def test_same_head_seed_gives_the_same_head_init():
+    texts, labels, names = _smoke()
+    tiny = FinetuneSettings(**{**SETTINGS.__dict__, "epochs": 0.01, "lr": 1e-9})
+    a = load_finetuned(finetune(texts, labels, names, tiny, name="t-a"), "cpu")[0]
+    b = load_finetuned(finetune(texts[:20], labels[:20], names, tiny, name="t-b"), "cpu")[0]
+    assert torch.allclose(a.classifier.weight, b.classifier.weight, atol=1e-6)
+
+
+def test_resume_gives_the_same_weights(tmp_path, monkeypatch):
+    texts, labels, names = _smoke()
+    settings = FinetuneSettings(**{**SETTINGS.__dict__, "checkpoint_every": 4})
+    monkeypatch.setenv("LMSIM_CACHE", str(tmp_path / "straight"))
+    straight = load_finetuned(finetune(texts, labels, names, settings, name="t-r"), "cpu")[0]
+    monkeypatch.setenv("LMSIM_CACHE", str(tmp_path / "resumed"))
+    assert finetune(texts, labels, names, settings, name="t-r", _stop_after=4) is None
+    assert list((tmp_path / "resumed" / "finetune").glob(".t-r-*.partial/checkpoint.pt"))
+    resumed = load_finetuned(finetune(texts, labels, names, settings, name="t-r"), "cpu")[0]
+    for (n, p), q in zip(straight.named_parameters(), resumed.parameters()):
+        assert torch.equal(p, q), n
+
+
+def test_damaged_folder_is_moved_aside_and_retrained():
+    texts, labels, names = _smoke()
+    path = finetune(texts, labels, names, SETTINGS, name="t-damage")
+    with open(path / "model.safetensors", "ab") as handle:
+        handle.write(b"x")
+    with pytest.warns(UserWarning, match="corrupt cache entry"):
+        again = finetune(texts, labels, names, SETTINGS, name="t-damage")
+    assert again == path and json.loads((path / "finetune.json").read_text())["steps"] == 20
+    assert path.with_name(path.name + ".corrupt").is_dir()
+
+
+def test_multitask_shares_the_encoder_and_keeps_one_head_per_task():
+    a, b = _smoke("smoke"), _smoke("smoke-adverb")
+    three = (b[0], b[1], ["x", "y", "z"])
+    paths = finetune_multitask({"animal": a, "adverb": three}, SETTINGS, name="t-mtl")
+    m1, tok = load_finetuned(paths["animal"], "cpu")
+    m2, _ = load_finetuned(paths["adverb"], "cpu")
+    assert m1.config.num_labels == 2 and m2.config.num_labels == 3
+    p2 = dict(m2.named_parameters())
+    for name, p in m1.named_parameters():
+        if not name.startswith("classifier"):
+            assert torch.equal(p, p2[name]), name
+    assert finetune_facts(paths["adverb"])["tasks"]["adverb"]["n_train"] == 40
+    head = with_head(m1, m2)
+    assert head.config.num_labels == 3
+    assert torch.equal(head.classifier.weight, m2.classifier.weight)
+    assert predict_logits(head, tok, a[0][:3], max_length=12).shape == (3, 3)
+    with pytest.raises(ValueError, match="at least two tasks"):
+        finetune_multitask({"animal": a}, SETTINGS)
+
+
+def test_bad_inputs_name_the_problem():
+    texts, labels, names = _smoke()
+    with pytest.raises(ValueError, match="outside range"):
+        finetune(texts, [5] * len(texts), names, SETTINGS)
+    with pytest.raises(ValueError, match="one entry each"):
+        finetune(texts, labels[:-1], names, SETTINGS)
+    with pytest.raises(ValueError, match="`name`"):
+        finetune(texts, labels, names, SETTINGS, name="a/b")
+    with pytest.raises(ValueError, match="epochs"):
+        FinetuneSettings(epochs=0)
+
+
+def test_hf_classification_reads_train_and_validation(monkeypatch):
+    datasets = pytest.importorskip("datasets")
+
+    def fake_load(path, config=None):
+        assert (path, config) == ("glue", "sst2")
+        features = datasets.Features(
+            {"sentence": datasets.Value("string"), "label": datasets.ClassLabel(names=["n", "p"])}
+        )
+        split = {"sentence": ["good", "bad"], "label": [1, 0]}
+        return datasets.DatasetDict(
+            {
+                "train": datasets.Dataset.from_dict(split, features=features),
+                "validation": datasets.Dataset.from_dict(split, features=features),
+            }
+        )
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_load)
+    d = load_classification("hf:glue:sst2")
+    assert d["label_names"] == ["n", "p"] and d["test_texts"] == ["good", "bad"]
+    assert d["train_labels"] == [1, 0]
+    with pytest.raises(ValueError, match="hf:<dataset>"):
+        load_classification("hf:")
