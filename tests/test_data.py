@@ -327,6 +327,27 @@ def test_missing_offline_package_names_the_package_and_the_fix():
         models._package_dir("no_such_model_pkg", "no-such-model")
 
 
+def test_classification_sets_read_as_corpora():
+    # Appendix B of the LMD chapter decomposes on a second corpus: the classification texts.
+    lines = load_corpus("bbcnews")
+    articles = load_classification("bbcnews", seed=0)
+    n_articles = len(articles["train_texts"]) + len(articles["test_texts"])
+    assert len(lines) > n_articles  # one paragraph a line
+    assert all(line and line == line.strip() for line in lines)
+    texts = articles["train_texts"] + articles["test_texts"]
+    assert any(lines[0] in text for text in texts)
+    assert load_corpus("finefood", split="test") == [
+        t for t in load_classification("finefood")["test_texts"] if t
+    ]
+    with pytest.raises(ValueError, match="split"):
+        load_corpus("finefood", split="valid")
+    sample = load_corpus("bbcnews", max_docs=50, sample="random", seed=3)
+    assert len(sample) == 50 and sample == load_corpus(
+        "bbcnews", max_docs=50, sample="random", seed=3
+    )
+    assert set(sample) <= set(lines)
+
+
 def test_split_sentences_splits_documents_into_word_lists():
     from lmsim.data import split_sentences
 

@@ -243,3 +243,53 @@ def test_token_ids_take_two_bytes_a_token_for_a_bert_vocabulary(bert_tokenizer, 
 def test_chunk_corpus_rejects_a_bare_string(bert_tokenizer):
     with pytest.raises(TypeError, match="not one str"):
         chunk_corpus("the cat sat on the mat", bert_tokenizer, 2, 1)
+
+
+class _CountingTokenizer:
+    """Wraps a tokenizer and counts the lines it tokenises."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer, self.n_lines = tokenizer, 0
+
+    def __call__(self, texts, **kwargs):
+        self.n_lines += len(texts)
+        return self.tokenizer(texts, **kwargs)
+
+    def decode(self, ids, **kwargs):
+        return self.tokenizer.decode(ids, **kwargs)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_several_seq_lens_tokenise_once_and_equal_one_call_each(bert_tokenizer, ptb_valid, seed):
+    texts = ptb_valid[:1500]
+    counting = _CountingTokenizer(bert_tokenizer)
+    several = chunk_corpus(
+        iter(texts), counting, [16, 7, 64], [30, 50, 10], seed=seed, lowercase=True, return_ids=True
+    )
+    assert counting.n_lines == len([t for t in texts if t.strip()])  # one pass for all T
+    assert list(several) == [16, 7, 64]
+    for T, n in [(16, 30), (7, 50), (64, 10)]:
+        one = chunk_corpus(texts, bert_tokenizer, T, n, seed=seed, lowercase=True, return_ids=True)
+        assert several[T] == one
+        assert one == _chunk_corpus_reference(
+            texts, bert_tokenizer, T, n, seed=seed, lowercase=True, return_ids=True
+        )
+    # one count for every T
+    same = chunk_corpus(texts, bert_tokenizer, (8, 12), 20, seed=seed)
+    assert same == {T: chunk_corpus(texts, bert_tokenizer, T, 20, seed=seed) for T in (8, 12)}
+
+
+@pytest.mark.parametrize(
+    ("seq_len", "n_samples", "match"),
+    [
+        ([8, 16], [5], "one `n_samples` each"),
+        ([8, 8], 5, "distinct"),
+        ([], 5, "distinct"),
+        (8, [5, 6], "must be an int"),
+        ([8, 0], 5, ">= 1"),
+        ([8, 10_000], 5, "fewer than `n_samples`"),
+    ],
+)
+def test_several_seq_lens_bad_inputs(bert_tokenizer, ptb_valid, seq_len, n_samples, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        chunk_corpus(ptb_valid[:200], bert_tokenizer, seq_len, n_samples)
