@@ -34,7 +34,7 @@ untouched. ``--write-toc`` lists only pages whose provenance says ``status: "ok"
 
 Usage::
 
-    python -m lmsim.reproduce --profile default [--only SLUG ...] [--output-dir DIR]
+    python -m lmsim.reproduce --profile default [--only SLUG[/PAGE] ...] [--output-dir DIR]
     python -m lmsim.reproduce --profile smoke -p n_train 100
     python -m lmsim.reproduce --list
     python -m lmsim.reproduce --write-toc
@@ -350,7 +350,7 @@ def plan_runs(
     root : str or Path
         The repository root (holds ``notebooks/``).
     only : sequence of str, optional
-        Chapter slugs to keep (all chapters by default).
+        Chapters (``"slug"``) or single pages (``"slug/name"``) to keep; all by default.
     output_dir : str or Path, optional
         Overrides the profile's output folder.
     overrides : mapping, optional
@@ -360,7 +360,7 @@ def plan_runs(
     Raises
     ------
     ValueError
-        Unknown profile or slug; a manifest or command-line parameter the notebook does not
+        Unknown profile, slug or page; a manifest or command-line parameter the notebook does not
         declare (the message lists the declared ones) or of another type than the one it
         is declared with (the message names notebook, parameter, type and value); an
         output folder that is a file.
@@ -371,13 +371,23 @@ def plan_runs(
     root = Path(root)
     chapters = list(manifest.get("chapters", []))
     slugs = [chapter["slug"] for chapter in chapters]
+    pages = {f"{c['slug']}/{entry['name']}" for c in chapters for entry in c["notebooks"]}
     if only:
-        unknown = [slug for slug in only if slug not in slugs]
+        unknown = [item for item in only if item not in slugs and item not in pages]
         if unknown:
             raise ValueError(
-                f"unknown chapter slug(s) {unknown} in --only; the manifest has {slugs}"
+                f"unknown chapter slug(s) or page(s) {unknown} in --only; the manifest has "
+                f"{slugs} (a page is 'slug/name', e.g. {sorted(pages)[0]!r})"
             )
-        chapters = [chapter for chapter in chapters if chapter["slug"] in set(only)]
+        wanted = {p for p in pages if p in only or p.split("/", 1)[0] in only}
+        kept = []
+        for chapter in chapters:
+            entries = [
+                e for e in chapter["notebooks"] if f"{chapter['slug']}/{e['name']}" in wanted
+            ]
+            if entries:
+                kept.append({**chapter, "notebooks": entries})
+        chapters = kept
     out_root = output_dir_for(profile, root, output_dir)
     for folder in (out_root, *out_root.parents):
         if folder.exists():
@@ -834,7 +844,11 @@ def _parser() -> argparse.ArgumentParser:
         help=f"one of {list(PROFILES)} (default: default, the book's pages)",
     )
     parser.add_argument(
-        "--only", nargs="+", action="extend", metavar="SLUG", help="run only these chapters"
+        "--only",
+        nargs="+",
+        action="extend",
+        metavar="SLUG[/PAGE]",
+        help="run only these chapters, or single pages given as slug/name",
     )
     parser.add_argument("--output-dir", type=Path, help="write executed notebooks here instead")
     parser.add_argument("--root", type=Path, help="repository root (found from the cwd)")

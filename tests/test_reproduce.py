@@ -318,7 +318,7 @@ def test_cli_errors_exit_2_and_list(repo):
     bad = cli("--profile", "fast")
     assert bad.returncode == 2 and "choose one of ['smoke', 'default', 'paper']" in bad.stderr
     bad = cli("--only", "nope")
-    assert bad.returncode == 2 and "unknown chapter slug(s) ['nope']" in bad.stderr
+    assert bad.returncode == 2 and "unknown chapter slug(s) or page(s) ['nope']" in bad.stderr
     listing = cli("--list", "--profile", "paper")
     assert listing.returncode == 0 and "01_first  paper: {'n': 7, 'label': 'big'}" in listing.stdout
 
@@ -427,3 +427,15 @@ def test_broken_manifest_yaml_is_one_line_in_a_subprocess(repo):
     )
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert re.search(r"runs\.yml' is not valid YAML at line \d+", out.stderr), out.stderr
+
+
+def test_only_selects_single_pages(repo):
+    runs = _plan(repo, "default", only=["demo/02_second"])
+    assert [run.output.name for run in runs] == ["02_second.ipynb"]
+    both = _plan(repo, "default", only=["other", "demo/01_first"])
+    assert [f"{r.output.parent.name}/{r.output.stem}" for r in both] == [
+        "demo/01_first",
+        "other/01_only",
+    ]
+    with pytest.raises(ValueError, match=r"\['demo/03_none'\] in --only.*slug/name"):
+        _plan(repo, "default", only=["demo/03_none"])
