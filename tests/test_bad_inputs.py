@@ -426,7 +426,7 @@ CASES = [
     ("runner", "profile-unknown", lambda c: c.cli("--profile", "fast"),
      CLIError, r"exit 2: error: unknown profile 'fast'"),
     ("runner", "slug-unknown", lambda c: c.cli("--only", "nope"),
-     CLIError, r"exit 2: error: unknown chapter slug\(s\) \['nope'\]"),
+     CLIError, r"exit 2: error: unknown chapter slug\(s\) or page\(s\) \['nope'\]"),
     ("runner", "output-dir-is-file",
      lambda c: (c.tmp / "f").write_text("x") and c.cli("--output-dir", str(c.tmp / "f")),
      CLIError, r"exit 2: error: output folder .*f' cannot be created: .*is a file"),
