@@ -7,6 +7,8 @@ is its own:
 
 * **lmsim**: :func:`lmsim.merge.merge_models` with models and Grams given as loaders,
   visited one at a time; float64 sums, Cholesky solves; the merged model is float32.
+* **lmsim_f32**: the same with ``product_dtype="float32"``: the ``G̃_i W_iᵀ`` products
+  (most of the FLOPs) at float32 GEMM speed, added into float64 sums; float64 solves.
 * **authors**: the released code's approach: every model and every model's Grams held at
   once (float32, as their hooks record them), ``Σ G̃_i`` and ``Σ G̃_i W_iᵀ`` in float32,
   ``torch.inverse`` with no safeguard, then a matmul.
@@ -135,7 +137,7 @@ def peak_mib() -> float:
 
 
 # ====================================================================== workers
-def worker_lmsim(args, out: Path) -> dict:
+def worker_lmsim(args, out: Path, product_dtype: str = "float64") -> dict:
     from safetensors.torch import save_file
 
     from lmsim.merge import merge_models
@@ -185,6 +187,7 @@ def worker_lmsim(args, out: Path) -> dict:
         [timed(make_model, s, args) for s in seeds],
         [LazyGrams(s) for s in seeds],
         alpha=args.alpha,
+        product_dtype=product_dtype,
     )
     total = time.perf_counter() - t0
     names = report.names("regmean")
@@ -255,7 +258,17 @@ def worker_reference(args, out: Path) -> dict:
     return {"seconds_reference": time.perf_counter() - t0, "condition_numbers_layer0": cond}
 
 
-WORKERS = {"lmsim": worker_lmsim, "authors": worker_authors, "reference": worker_reference}
+def worker_lmsim_f32(args, out: Path) -> dict:
+    return worker_lmsim(args, out, product_dtype="float32")
+
+
+WORKERS = {
+    "lmsim": worker_lmsim,
+    "lmsim_f32": worker_lmsim_f32,
+    "authors": worker_authors,
+    "reference": worker_reference,
+}
+SIDES = ("lmsim", "lmsim_f32", "authors")
 
 
 def run_worker(name: str, args, tmp: Path) -> dict:
@@ -356,11 +369,11 @@ def main(argv=None) -> dict:
     limits = machine_limits(args.threads, size=512 if args.tiny else 2048)
     with tempfile.TemporaryDirectory(prefix="bench_merge_") as tmp:
         tmp = Path(tmp)
-        runs, times = {}, {"lmsim": [], "authors": []}
+        runs, times = {}, {name: [] for name in SIDES}
         # Fresh processes alternate, so a burst of load hits both sides alike; each keeps
         # its fastest run (and that run's peak memory and merged weights).
         for _ in range(args.repeats):
-            for name in ("lmsim", "authors"):
+            for name in SIDES:
                 print(f"running {name} ...", flush=True)
                 run = run_worker(name, args, tmp / f"round_{len(times[name])}")
                 times[name].append(run["seconds_merge"])
@@ -369,7 +382,7 @@ def main(argv=None) -> dict:
                 print(f"  {json.dumps({k: v for k, v in run.items() if k != 'file'})}")
         print("running reference ...", flush=True)
         runs["reference"] = run_worker("reference", args, tmp / "reference")
-        for name in ("lmsim", "authors"):
+        for name in SIDES:
             runs[name]["accuracy_vs_float64_reference"] = compare(
                 runs[name]["file"], runs["reference"]["file"]
             )
@@ -391,6 +404,8 @@ def main(argv=None) -> dict:
         "flops_are": "per linear layer 2 M d² o + d³/3 + 2 d² o (module docstring)",
         "runs": runs,
         "ratio_time_authors_over_lmsim": au["seconds_merge"] / lm["seconds_merge"],
+        "ratio_time_authors_over_lmsim_f32": au["seconds_merge"]
+        / runs["lmsim_f32"]["seconds_merge"],
         "ratio_peak_above_imports_authors_over_lmsim": au["peak_above_imports_mib"]
         / max(lm["peak_above_imports_mib"], 1e-9),
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
@@ -398,10 +413,10 @@ def main(argv=None) -> dict:
     result["load_average_after"] = list(os.getloadavg())
     out = Path(args.out)
     write_result(out, result)
-    for name in ("lmsim", "authors"):
+    for name in SIDES:
         r, acc = runs[name], runs[name]["accuracy_vs_float64_reference"]
         print(
-            f"{name:8s} merge {r['seconds_merge']:7.1f} s ({r['fraction_of_gemm_limit']:.0%} of "
+            f"{name:9s} merge {r['seconds_merge']:7.1f} s ({r['fraction_of_gemm_limit']:.0%} of "
             f"the GEMM limit)  peak {r['peak_rss_mib']:8.0f} MiB "
             f"(+{r['peak_above_imports_mib']:.0f} above imports)  max |err| "
             f"{acc['max_abs_error']:.2e} (rel. {acc['max_abs_error_over_max_abs_weight']:.1e})"

@@ -114,6 +114,14 @@ def _merge(d):
     c, lm, au = d["config"], d["runs"]["lmsim"], d["runs"]["authors"]
     err = lm["accuracy_vs_float64_reference"]["max_abs_error"]
     err_au = au["accuracy_vs_float64_reference"]["max_abs_error"]
+    f32 = d["runs"].get("lmsim_f32")  # absent from files written before the option
+    fast = (
+        f"; float32 products {_s(f32['best_s'])}, "
+        f"{_pct(f32['fraction_of_gemm_limit'])} of the fp64 GEMM limit, error "
+        f"{f32['accuracy_vs_float64_reference']['max_abs_error']:.1e}"
+        if f32
+        else ""
+    )
     return (
         "RegMean merge, streaming float64 vs the authors' float32 inverse",
         f"{c['n_models']} models × {c['layers']} layer(s) × {c['hidden']}",
@@ -122,7 +130,7 @@ def _merge(d):
         d["ratio_time_authors_over_lmsim"],
         f"{_pct(lm['fraction_of_gemm_limit'])} (fp64); peak "
         f"{d['ratio_peak_above_imports_authors_over_lmsim']:.1f}× less; error {err:.1e} vs "
-        f"{err_au:.1e}",
+        f"{err_au:.1e}{fast}",
     )
 
 

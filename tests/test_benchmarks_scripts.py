@@ -64,7 +64,7 @@ def test_bench_merge_tiny(tmp_path):
     data = _run("bench_merge", tmp_path, repeats=1)
     _check_header(data)
     assert data["flops_nominal"] > 0
-    for side in ("lmsim", "authors"):
+    for side in ("lmsim", "lmsim_f32", "authors"):
         run = data["runs"][side]
         _check_side(run)
         assert run["accuracy_vs_float64_reference"]["max_abs_error"] >= 0

@@ -116,6 +116,37 @@ def test_regmean_linear_matches_naive(seed, alpha):
     np.testing.assert_allclose(out, naive_regmean(Ws, Gs, alpha), rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.parametrize("alpha", [1.0, 0.9])
+@pytest.mark.parametrize("seed", SEEDS)
+def test_float32_products_stay_within_the_rounding_bound(seed, alpha):
+    """``product_dtype="float32"``: the float64 solve of float32-rounded ``G̃ Wᵀ`` sums.
+
+    Its error against the naive float64 merge is bounded by the condition number of the
+    Gram sum times the products' float32 rounding (a few ulps of ``|G̃| |W|``), and it is
+    not zero (the products did run in float32)."""
+    Ws, _, Gs = random_layer(seed, d_in=24, d_out=10, n=(80, 50, 120))
+    ref = naive_regmean(Ws, Gs, alpha)
+    out = regmean_linear(Ws, Gs, alpha=alpha, product_dtype="float32")
+    Gt = [naive_regularize(G, alpha) for G in Gs]
+    total = sum(Gt)
+    cond = np.linalg.cond(total)
+    scale = max(np.abs(G).max() * np.abs(W).max() for G, W in zip(Gt, Ws)) * 24
+    bound = 4 * cond * np.finfo(np.float32).eps * scale / np.abs(total).max()
+    err = np.abs(out - ref).max()
+    assert err <= bound, (err, bound)
+    assert 1e-12 * np.abs(ref).max() < err < 1e-3 * np.abs(ref).max()
+
+
+def test_float32_products_in_the_accumulator_keep_float64_sums():
+    Ws, _, Gs = random_layer(0)
+    acc = RegMeanAccumulator(0.9, product_dtype="float32")
+    for W, G in zip(Ws, Gs):
+        acc.add({"fc": W}, {"fc": G})
+    assert acc._gw_sum["fc"].dtype == torch.float64 and acc._gram_sum["fc"].dtype == torch.float64
+    with pytest.raises(ValueError, match="product_dtype"):
+        RegMeanAccumulator(product_dtype="float16")
+
+
 @pytest.mark.parametrize("seed", SEEDS)
 def test_diag_constant_matches_eq4(seed):
     Ws, _, Gs = random_layer(seed)
@@ -450,6 +481,19 @@ def test_llama_gqa_projections(zoo):
         np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5)
         assert report.entries[f"{name}.weight"][0] == "regmean"
     assert report.entries["model.norm.weight"][0] == "simple"
+
+
+@pytest.mark.parametrize("kind", ["bert", "gpt2"])
+def test_float32_products_merge_close_to_float64(zoo, kind):
+    _, _, exact, _ = _merge_with_grams(kind, zoo, alpha=0.9)
+    _, _, fast, report = _merge_with_grams(kind, zoo, alpha=0.9, product_dtype="float32")
+    report.check_complete(fast)
+    a, b = _params(exact), _params(fast)
+    for name, (how, _) in report.entries.items():
+        if how == "tied":  # an alias: named_parameters lists the tensor once
+            continue
+        tol = 1e-3 * max(np.abs(a[name]).max(), 1e-6) if how == "regmean" else 0.0
+        np.testing.assert_allclose(b[name], a[name], rtol=0, atol=tol, err_msg=name)
 
 
 @pytest.mark.parametrize("kind", ["bert", "gpt2"])
