@@ -7,21 +7,30 @@ from lmsim.data import load_corpus
 from lmsim.extract import extract_moments
 from lmsim.layersim import pairwise_by_model_pairs
 from lmsim.metrics import pairwise_matrix
+from lmsim.models import load_model
 
+# Wu et al.'s five measures (paper-compatible SVCCA / PWCCA, as their figures) and the
+# textbook forms page 01 adds.
 METRICS = {
-    "ckasim": ("linear_cka", {}),
     "neuronsim": ("neuronsim", {}),
+    "mixedsim": ("mixedsim", {}),
     "svsim": ("svcca", {"paper_compat": True}),
     "pwsim": ("pwcca", {"paper_compat": True}),
+    "ckasim": ("linear_cka", {}),
+    "svsim (textbook)": ("svcca", {"paper_compat": False}),
+    "pwsim (textbook)": ("pwcca", {"paper_compat": False}),
 }
 
 
-def test_pair_passes_equal_one_joint_pass():
+@pytest.mark.parametrize("given", ["names", "loaded"])
+def test_pair_passes_equal_one_joint_pass(given):
     sentences = [line.split() for line in load_corpus("smoke", "valid")][:12]
     models = ["tiny-bert", "tiny-gpt2", "tiny-llama"]
     kw = {"pooling": "word", "batch_size": 8, "device": "cpu", "cache": False}
+    # Page 04 passes its loaded models (reused by every pair), page 01 names.
+    chosen = models if given == "names" else {m: load_model(m, device="cpu") for m in models}
     names, sims = pairwise_by_model_pairs(
-        models, sentences, METRICS, layers={"tiny-llama": [0, 2]}, **kw
+        chosen, sentences, METRICS, layers={"tiny-llama": [0, 2]}, **kw
     )
     mom = extract_moments(
         models,
@@ -41,3 +50,5 @@ def test_pair_passes_reject_empty_and_duplicate_models():
         pairwise_by_model_pairs([], [["a"]], METRICS)
     with pytest.raises(ValueError, match="duplicate"):
         pairwise_by_model_pairs(["tiny-bert", "tiny-bert"], [["a"]], METRICS)
+    with pytest.raises(TypeError, match="wrap it"):
+        pairwise_by_model_pairs("tiny-bert", [["a"]], METRICS)
