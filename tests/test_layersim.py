@@ -1,5 +1,8 @@
 """lmsim.layersim: the out-of-core (one pass per pair of models) similarity matrices."""
 
+from pathlib import Path
+
+import nbformat
 import numpy as np
 import pytest
 
@@ -52,3 +55,28 @@ def test_pair_passes_reject_empty_and_duplicate_models():
         pairwise_by_model_pairs(["tiny-bert", "tiny-bert"], [["a"]], METRICS)
     with pytest.raises(TypeError, match="wrap it"):
         pairwise_by_model_pairs("tiny-bert", [["a"]], METRICS)
+
+
+@pytest.mark.slow
+def test_controls_page_runs_pair_by_pair(tmp_path, monkeypatch):
+    """Page 04 with its smoke values in the paper profile's modes (Gram matrices for Fig. 2,
+    one extraction per pair of models for Fig. 9, no pair cache): its sanity claim compares
+    Fig. 2's ckasim through Gram matrices with the pairs' moment-based ckasim."""
+    papermill = pytest.importorskip("papermill")
+    repo = Path(__file__).resolve().parents[1]
+    monkeypatch.setenv("PYTHONPATH", str(repo))  # the kernel imports this checkout's lmsim
+    source = repo / "notebooks" / "wu2020_similarity" / "04_controls.ipynb"
+    out = tmp_path / "04_controls.ipynb"
+    papermill.execute_notebook(
+        str(source),
+        str(out),
+        parameters={"gram": True, "model_pairs": True, "cache_pairs": False},
+        kernel_name="python3",
+        cwd=str(source.parent),
+        progress_bar=False,
+    )
+    text = nbformat.read(str(out), as_version=4)
+    outputs = [o for cell in text.cells for o in cell.get("outputs", [])]
+    assert not [o for o in outputs if o.get("output_type") == "error"]
+    shown = "\n".join(str(o.get("data", {}).get("text/plain", "")) for o in outputs)
+    assert "first-corpus ckasim" in shown and "pair by pair" in shown
