@@ -26,7 +26,7 @@ __all__ = ["pairwise_by_model_pairs"]
 
 
 def pairwise_by_model_pairs(
-    models: Sequence[str],
+    models: Sequence[str] | Mapping[str, tuple],
     texts,
     metrics: Mapping[str, tuple[str, Mapping]],
     *,
@@ -37,8 +37,10 @@ def pairwise_by_model_pairs(
 
     Parameters
     ----------
-    models : sequence of str
-        Model names (at least one), as :func:`lmsim.extract.extract_moments` takes them.
+    models : sequence of str, or dict of str to (model, tokenizer)
+        Model names (at least one), or loaded models by name, as
+        :func:`lmsim.extract.extract_moments` takes them; a dict's models are loaded once
+        and reused by every pair, names are loaded again for each pair.
     texts : list
         The texts (lists of words with ``pooling="word"``) every model sees.
     metrics : dict of str to (str, dict)
@@ -65,6 +67,11 @@ def pairwise_by_model_pairs(
     Time: each model's forward passes ``n_models − 1`` times; pairs are independent, so
     they can run on several machines sharing the extraction cache.
     """
+    if isinstance(models, (str, bytes)):
+        raise TypeError(
+            f"`models` must be a list of names or a dict, got the string {models!r}; wrap it: [{models!r}]"
+        )
+    loaded = dict(models) if isinstance(models, Mapping) else None
     models = list(models)
     if not models:
         raise ValueError("`models` is empty: pass at least one model name")
@@ -76,7 +83,8 @@ def pairwise_by_model_pairs(
     blocks: dict[str, list[str]] = {}
     for pair in pairs:
         spec = {m: layers.get(m, "all") for m in pair} if isinstance(layers, Mapping) else layers
-        mom = extract_moments(list(pair), texts, layers=spec, **extract_kw)
+        chosen = list(pair) if loaded is None else {m: loaded[m] for m in pair}
+        mom = extract_moments(chosen, texts, layers=spec, **extract_kw)
         names = mom.names
         for name in names:
             blocks.setdefault(model_of(name), [])

@@ -1,5 +1,8 @@
 """lmsim.layersim: the out-of-core (one pass per pair of models) similarity matrices."""
 
+from pathlib import Path
+
+import nbformat
 import numpy as np
 import pytest
 
@@ -7,21 +10,30 @@ from lmsim.data import load_corpus
 from lmsim.extract import extract_moments
 from lmsim.layersim import pairwise_by_model_pairs
 from lmsim.metrics import pairwise_matrix
+from lmsim.models import load_model
 
+# Wu et al.'s five measures (paper-compatible SVCCA / PWCCA, as their figures) and the
+# textbook forms page 01 adds.
 METRICS = {
-    "ckasim": ("linear_cka", {}),
     "neuronsim": ("neuronsim", {}),
+    "mixedsim": ("mixedsim", {}),
     "svsim": ("svcca", {"paper_compat": True}),
     "pwsim": ("pwcca", {"paper_compat": True}),
+    "ckasim": ("linear_cka", {}),
+    "svsim (textbook)": ("svcca", {"paper_compat": False}),
+    "pwsim (textbook)": ("pwcca", {"paper_compat": False}),
 }
 
 
-def test_pair_passes_equal_one_joint_pass():
+@pytest.mark.parametrize("given", ["names", "loaded"])
+def test_pair_passes_equal_one_joint_pass(given):
     sentences = [line.split() for line in load_corpus("smoke", "valid")][:12]
     models = ["tiny-bert", "tiny-gpt2", "tiny-llama"]
     kw = {"pooling": "word", "batch_size": 8, "device": "cpu", "cache": False}
+    # Page 04 passes its loaded models (reused by every pair), page 01 names.
+    chosen = models if given == "names" else {m: load_model(m, device="cpu") for m in models}
     names, sims = pairwise_by_model_pairs(
-        models, sentences, METRICS, layers={"tiny-llama": [0, 2]}, **kw
+        chosen, sentences, METRICS, layers={"tiny-llama": [0, 2]}, **kw
     )
     mom = extract_moments(
         models,
@@ -41,3 +53,30 @@ def test_pair_passes_reject_empty_and_duplicate_models():
         pairwise_by_model_pairs([], [["a"]], METRICS)
     with pytest.raises(ValueError, match="duplicate"):
         pairwise_by_model_pairs(["tiny-bert", "tiny-bert"], [["a"]], METRICS)
+    with pytest.raises(TypeError, match="wrap it"):
+        pairwise_by_model_pairs("tiny-bert", [["a"]], METRICS)
+
+
+@pytest.mark.slow
+def test_controls_page_runs_pair_by_pair(tmp_path, monkeypatch):
+    """Page 04 with its smoke values in the paper profile's modes (Gram matrices for Fig. 2,
+    one extraction per pair of models for Fig. 9, no pair cache): its sanity claim compares
+    Fig. 2's ckasim through Gram matrices with the pairs' moment-based ckasim."""
+    papermill = pytest.importorskip("papermill")
+    repo = Path(__file__).resolve().parents[1]
+    monkeypatch.setenv("PYTHONPATH", str(repo))  # the kernel imports this checkout's lmsim
+    source = repo / "notebooks" / "wu2020_similarity" / "04_controls.ipynb"
+    out = tmp_path / "04_controls.ipynb"
+    papermill.execute_notebook(
+        str(source),
+        str(out),
+        parameters={"gram": True, "model_pairs": True, "cache_pairs": False},
+        kernel_name="python3",
+        cwd=str(source.parent),
+        progress_bar=False,
+    )
+    text = nbformat.read(str(out), as_version=4)
+    outputs = [o for cell in text.cells for o in cell.get("outputs", [])]
+    assert not [o for o in outputs if o.get("output_type") == "error"]
+    shown = "\n".join(str(o.get("data", {}).get("text/plain", "")) for o in outputs)
+    assert "first-corpus ckasim" in shown and "pair by pair" in shown

@@ -168,6 +168,31 @@ def test_profile_keys_are_declared_parameters(key):
         assert not unknown, f"{key}: {profile} sets undeclared parameters {sorted(unknown)}"
 
 
+def test_paper_profiles_over_all_layers_run_out_of_core():
+    """Pages that can run pair by pair (a `model_pairs` parameter) must, when their paper
+    profile keeps every hidden state (no `layers`), set it: the joint float64 moments of all
+    layers of the paper's models fit no single machine (page 01: 117k features, 110 GB; page
+    04, even with `gram`: 71k features of trained models, 41 GB per corpus)."""
+    checked, problems = [], []
+    for key, chapter in LISTED.items():
+        slug, name = key.split("/")
+        if "model_pairs" not in reproduce.declared_parameters(
+            REPO / "notebooks" / slug / f"{name}.ipynb"
+        ):
+            continue
+        paper = next(e for e in chapter["notebooks"] if e["name"] == name).get("paper") or {}
+        checked.append(key)
+        if not paper.get("layers") and not paper.get("model_pairs"):
+            problems.append(key)
+    assert {"wu2020_similarity/01_representations", "wu2020_similarity/04_controls"} <= set(
+        checked
+    ), f"pages with a `model_pairs` parameter: {checked}"
+    assert not problems, (
+        f"{problems}: the paper profile keeps all layers without `model_pairs: true` in "
+        "notebooks/runs.yml; set it (one extraction per pair of models)"
+    )
+
+
 # --------------------------------------------------------------------------- executed pages
 @pytest.mark.parametrize("path", EXECUTED, ids=_ids(EXECUTED))
 def test_executed_page_code_matches_source(path):
