@@ -437,7 +437,8 @@ def test_merge_streams_one_shard_at_a_time_and_equals_merge_all(tiny, monkeypatc
     _same_bits(reference, Moments.merge_all(computed))
     monkeypatch.setattr(ex, "_accumulate", real)
     alive, calls = _shards_alive(monkeypatch), _count_forwards(monkeypatch)
-    for cache, loaded in [(False, False), (True, False), (True, True)]:
+    # Twice from the cache: merging into loaded shard 0 must leave its file intact.
+    for cache, loaded in [(False, False), (True, False), (True, True), (True, True)]:
         alive.clear(), calls.clear()
         got = extract_moments(pairs, TEXTS, cache=cache, **kw)
         assert len(alive) == 5 and (sum(calls) == 0) == loaded
