@@ -1077,6 +1077,18 @@ def extract_moments(
         Empty texts, an unknown layer (the message lists the valid range), a text with
         zero tokens, ``max_length`` beyond a model's positions, non-finite activations.
 
+    Notes
+    -----
+    Memory: one process without ``return_shards`` resolves the shards one at a time in
+    shard order (loading a cached one when its turn comes, else computing it) and merges
+    each into the running moments as soon as the shards before it are merged, then drops
+    it: it holds at most the running merge and one shard's moments, two times
+    ``8 D²`` bytes for ``D`` features in all (a shard that another process was computing
+    is waited for, and the shards finished meanwhile wait in memory until it comes). The
+    merges are :meth:`Moments.merge_all`'s in shard order, so the result is the same bit
+    for bit. With ``return_shards`` every shard is held; under ``distributed`` each rank
+    holds the shards it computed until :meth:`Moments.merge_all_ranks`.
+
     References
     ----------
     Zhang et al. (2022), LMD, Sec. 3 (sequence embedding = mean of the last layer);
@@ -1104,7 +1116,7 @@ def extract_moments(
     n_shards = len(shard_ids)
     mine = [k for k in range(n_shards) if _owner(k, world) == rank]
     folder = payload = None
-    shards: dict[int, Moments | None] = dict.fromkeys(mine)
+    on_disk: set[int] = set()
     if cache:
         from lmsim._cache import cache_dir
 
@@ -1122,41 +1134,54 @@ def extract_moments(
             fields["shard_order"] = "length"
         key, payload = _cache_key(plan, fields)
         folder = cache_dir("acts", key)
-        records = _read_manifest(folder).get("shards", {})
-        for k in mine:
-            name = _shard_path(folder, k).name
-            shards[k] = _load_shard(folder, k, records.get(name), plan.device)
-    pending = [k for k in mine if shards[k] is None]
+        # Finished shards are loaded (and checked) when their turn comes, not all up front.
+        on_disk = {k for k in mine if _shard_path(folder, k).exists()}
+    # One process returning only the merge folds each shard in as soon as the shards before
+    # it are in: it holds the running merge and one shard, not every shard.
+    merger = _InOrderMerge() if group is None and not return_shards else None
+    shards: dict[int, Moments] = {}
     written: dict[str, dict] = {}  # shard file -> record, of the shards this rank wrote
-    total = int(sum(len(shard_ids[k]) for k in pending))
+    total = int(sum(len(shard_ids[k]) for k in mine if k not in on_disk))
     bar = _progress(total, progress and rank == 0, "extract")
     try:
+        pending = mine
         while pending:
             waiting = []
             for k in pending:
-                claim = _claim_shard(folder, k) if folder is not None else None
-                if folder is not None and claim is None:
-                    waiting.append(k)  # another live process is computing it
-                    continue
+                mom = claim = None
+                name = _shard_path(folder, k).name if folder is not None else None
+                if k in on_disk:
+                    on_disk.discard(k)
+                    record = _read_manifest(folder).get("shards", {}).get(name)
+                    mom = _load_shard(folder, k, record, plan.device)
+                    if mom is None:  # corrupt and moved aside: computed below
+                        bar.total += len(shard_ids[k])
+                        bar.refresh()
+                if mom is None and folder is not None:
+                    claim = _claim_shard(folder, k)
+                    if claim is None:
+                        waiting.append(k)  # another live process is computing it
+                        continue
                 try:
-                    if folder is not None:  # finished by another process since we looked?
-                        record = _read_manifest(folder).get("shards", {})
-                        shards[k] = _load_shard(
-                            folder, k, record.get(_shard_path(folder, k).name), plan.device
-                        )
-                    if shards[k] is None:
+                    if claim is not None:  # finished by another process since we looked?
+                        record = _read_manifest(folder).get("shards", {}).get(name)
+                        mom = _load_shard(folder, k, record, plan.device)
+                        if mom is not None:
+                            bar.update(len(shard_ids[k]))
+                    if mom is None:
                         batches = _pooled_batches(plan, shard_ids[k], batch_size, bar)
-                        shards[k] = _accumulate(batches, plan.device)
+                        mom = _accumulate(batches, plan.device)
                         if folder is not None:
-                            record = _save_shard(shards[k], folder, k)
-                            name = _shard_path(folder, k).name
-                            _write_manifest(folder, payload, n_shards, {name: record})
-                            written[name] = record
-                    else:
-                        bar.update(len(shard_ids[k]))
+                            written[name] = _save_shard(mom, folder, k)
+                            _write_manifest(folder, payload, n_shards, {name: written[name]})
                 finally:
                     if claim is not None:
                         claim.unlink(missing_ok=True)
+                if merger is not None:
+                    merger.add(k, mom)
+                else:
+                    shards[k] = mom
+                del mom  # held by the merger only until the shards before it are merged
             if waiting:
                 time.sleep(_CLAIM_POLL_S)
             pending = waiting
@@ -1172,7 +1197,9 @@ def extract_moments(
             _write_manifest(
                 folder, payload, n_shards, {k: v for w in everyone for k, v in w.items()}
             )
-    if group is None:
+    if merger is not None:
+        merged = merger.result(n_shards)
+    elif group is None:
         parts = [shards[k] for k in range(n_shards)]
         merged = Moments.merge_all(parts)
     elif return_shards:
@@ -1180,6 +1207,39 @@ def extract_moments(
     else:
         merged = Moments.merge_all_ranks(shards, n_shards, group=group)
     return (merged, parts) if return_shards else merged
+
+
+class _InOrderMerge:
+    """:meth:`Moments.merge_all` of parts handed over in any order, merged as they come.
+
+    Part ``k`` is merged into the running accumulator as soon as parts ``0 .. k - 1`` are,
+    then dropped; a part that comes early waits in memory until then. The merges are
+    ``merge_all``'s, in index order, so the result is equal to it bit for bit; part 0
+    becomes the accumulator without a copy, so the caller must not keep it.
+    """
+
+    def __init__(self):
+        self.merged: Moments | None = None
+        self.n_merged = 0
+        self.early: dict[int, Moments] = {}
+
+    def add(self, k: int, part: Moments) -> None:
+        self.early[k] = part
+        while self.n_merged in self.early:
+            part = self.early.pop(self.n_merged)
+            if self.merged is None:
+                self.merged = part
+            else:
+                self.merged.merge_(part)
+            self.n_merged += 1
+
+    def result(self, n_parts: int) -> Moments:
+        if self.merged is None or self.n_merged != n_parts:
+            raise RuntimeError(
+                f"merged {self.n_merged} of {n_parts} shards (waiting: {sorted(self.early)}); "
+                "this is a bug in lmsim.extract: please report it"
+            )
+        return self.merged
 
 
 def _shards(plan: _Plan, shard_size: int, by_length: bool) -> list[np.ndarray]:

@@ -223,6 +223,16 @@ class Moments:
         Equal to accumulating the concatenated data: the hook for sharding extraction
         across devices or machines (e.g. ``torch.distributed`` all-gather of states).
         """
+        return self.copy().merge_(other)
+
+    __add__ = merge
+
+    def merge_(self, other: Moments) -> Moments:
+        """Merge ``other`` into this accumulator in place (Eq. M1-M2) and return it.
+
+        No ``D x D`` temporary is allocated (``other`` is read where it lives when it is on
+        this device), so a running merge of many parts holds this state and one part.
+        """
         if not isinstance(other, Moments):
             raise TypeError(f"can only merge Moments, got {type(other).__name__}")
         if other.dims != self.dims:
@@ -231,23 +241,24 @@ class Moments:
                 f"{self.names} (widths {list(self.dims.values())}) vs "
                 f"{other.names} (widths {list(other.dims.values())})"
             )
-        out = self.copy()
         if other.n:
-            out._merge_state(other.n, other._mean.to(out.device), other._comoment.to(out.device))
-        return out
-
-    __add__ = merge
+            self._merge_state(other.n, other._mean.to(self.device), other._comoment.to(self.device))
+        return self
 
     @classmethod
     def merge_all(cls, parts: Iterable[Moments]) -> Moments:
-        """Merge an iterable of accumulators with identical blocks."""
-        parts = list(parts)
-        if not parts:
+        """Merge an iterable of accumulators with identical blocks, in their order.
+
+        The first part is copied and the others merged into the copy one by one (read
+        lazily from ``parts``, so a generator of parts need not hold them all).
+        """
+        parts = iter(parts)
+        first = next(parts, None)
+        if first is None:
             raise ValueError("`parts` is empty: nothing to merge")
-        out = parts[0].copy()
-        for part in parts[1:]:
-            if part.n:
-                out._merge_state(part.n, part._mean.to(out.device), part._comoment.to(out.device))
+        out = first.copy()
+        for part in parts:
+            out.merge_(part)
         return out
 
     @classmethod
@@ -359,29 +370,34 @@ class Moments:
 
     @classmethod
     def _from_state(
-        cls, dims: Mapping[str, int], n: int, mean: torch.Tensor, comoment: torch.Tensor
+        cls,
+        dims: Mapping[str, int],
+        n: int,
+        mean: torch.Tensor,
+        comoment: torch.Tensor,
+        device: str | torch.device | None = None,
     ) -> Moments:
-        """Moments holding the given float64 state (no zero buffers allocated first)."""
+        """Moments holding the given float64 state (no zero buffers allocated first).
+
+        ``device`` (default: the tensors') only names it, as ``Moments(dims, device)`` would.
+        """
         out = cls(dims, device="meta")
-        out.device = mean.device
+        out.device = mean.device if device is None else torch.device(device)
         out.n = int(n)
         out._mean, out._comoment = mean, comoment
         return out
 
     def copy(self) -> Moments:
-        out = Moments(self.dims, device=self.device)
-        out.n = self.n
-        out._mean = self._mean.clone()
-        out._comoment = self._comoment.clone()
-        return out
+        return self._from_state(
+            self.dims, self.n, self._mean.clone(), self._comoment.clone(), self.device
+        )
 
     def to(self, device: str | torch.device) -> Moments:
         """Return a copy on another device."""
-        out = Moments(self.dims, device=device)
-        out.n = self.n
-        out._mean = self._mean.to(out.device)
-        out._comoment = self._comoment.to(out.device)
-        return out
+        device = torch.device(device)
+        return self._from_state(
+            self.dims, self.n, self._mean.to(device), self._comoment.to(device), device
+        )
 
     def subset(self, names: Sequence[str]) -> Moments:
         """Moments of a subset of blocks, in the given order."""
@@ -533,11 +549,10 @@ class Moments:
                 f"{path}: metadata and tensors disagree: {'; '.join(problems)}; the file was "
                 "edited or written by something else: recompute it"
             )
-        out = cls(dims, device=device)
-        out.n = n
-        out._mean = mean.to(out.device, torch.float64)
-        out._comoment = comoment.to(out.device, torch.float64)
-        return out
+        device = torch.device(device)
+        return cls._from_state(
+            dims, n, mean.to(device, torch.float64), comoment.to(device, torch.float64), device
+        )
 
 
 def _mirror_upper(mat: torch.Tensor, block: int = 512) -> None:

@@ -7,9 +7,11 @@ padding, pooling written out from its definition.
 from __future__ import annotations
 
 import copy
+import gc
 import json
 import os
 import time
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -389,6 +391,84 @@ def test_interrupted_run_resumes(tiny, monkeypatch):
     torch.testing.assert_close(
         resumed.mean(resumed.names), reference.mean(reference.names), atol=1e-10, rtol=0
     )
+
+
+def _shards_alive(monkeypatch) -> list:
+    """After each shard is computed or loaded: how many shard Moments are alive."""
+    refs, counts = [], []
+
+    def tracked(fn):
+        def wrapper(*args, **kwargs):
+            mom = fn(*args, **kwargs)
+            if mom is not None:
+                refs.append(weakref.ref(mom))
+                gc.collect()
+                counts.append(sum(ref() is not None for ref in refs))
+            return mom
+
+        return wrapper
+
+    monkeypatch.setattr(ex, "_accumulate", tracked(ex._accumulate))
+    monkeypatch.setattr(ex, "_load_shard", tracked(ex._load_shard))
+    return counts
+
+
+def _same_bits(a: Moments, b: Moments) -> None:
+    assert a.n == b.n and a.names == b.names
+    np.testing.assert_array_equal(a.mean(a.names).numpy(), b.mean(b.names).numpy())
+    np.testing.assert_array_equal(a.comoment(a.names).numpy(), b.comoment(b.names).numpy())
+
+
+def test_merge_streams_one_shard_at_a_time_and_equals_merge_all(tiny, monkeypatch):
+    """Memory seen before: every shard was held (all cached ones loaded up front) and
+    merge_all copied the first, (n_shards + 1) x the moments; 21 GB each on Wu et al.'s
+    largest pair. Now at most the running merge (shard 0, taken over) and one more."""
+    pairs = {"gpt2": tiny["gpt2"], "bert": tiny["bert"]}
+    kw = dict(shard_size=2, batch_size=2, **KW)  # 9 texts: 5 shards
+    real, computed = ex._accumulate, []  # copies of the shards, computed in shard order
+
+    def copying(batches, device):
+        mom = real(batches, device)
+        computed.append(mom.copy())
+        return mom
+
+    monkeypatch.setattr(ex, "_accumulate", copying)
+    reference = extract_moments(pairs, TEXTS, cache=False, **kw)
+    _same_bits(reference, Moments.merge_all(computed))
+    monkeypatch.setattr(ex, "_accumulate", real)
+    alive, calls = _shards_alive(monkeypatch), _count_forwards(monkeypatch)
+    # Twice from the cache: merging into loaded shard 0 must leave its file intact.
+    for cache, loaded in [(False, False), (True, False), (True, True), (True, True)]:
+        alive.clear(), calls.clear()
+        got = extract_moments(pairs, TEXTS, cache=cache, **kw)
+        assert len(alive) == 5 and (sum(calls) == 0) == loaded
+        assert max(alive) == 2, f"shards alive after each shard, cache={cache}: {alive}"
+        _same_bits(got, reference)
+        del got  # the running merge is shard 0 itself: drop it before the next run
+    merged, parts = extract_moments(pairs, TEXTS, return_shards=True, **kw)
+    _same_bits(merged, Moments.merge_all(parts))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_in_order_merge_of_shards_arriving_in_any_order(seed):
+    """Shards finished out of order (another process held an earlier one) wait only until
+    the shards before them are merged, and the result is merge_all's bit for bit."""
+    rng = np.random.default_rng(seed)
+    parts = [
+        Moments.from_arrays({"a": rng.normal(size=(n, 3)) + 5, "b": rng.normal(size=(n, 2))})
+        for n in rng.integers(1, 20, size=7)
+    ]
+    reference = Moments.merge_all(parts)
+    order = rng.permutation(len(parts))
+    merger = ex._InOrderMerge()
+    for k in order:
+        merger.add(int(k), parts[k].copy())
+        done = set(order[: list(order).index(k) + 1].tolist())
+        prefix = next(i for i in range(len(parts) + 1) if i not in done)
+        assert merger.n_merged == prefix and set(merger.early) == done - set(range(prefix))
+    _same_bits(merger.result(len(parts)), reference)
+    with pytest.raises(RuntimeError, match="merged 0 of 2 shards"):
+        ex._InOrderMerge().result(2)
 
 
 def test_cache_separates_models_with_equal_configs(tiny):

@@ -113,6 +113,10 @@ def test_errors():
         mom.cov("a", "nope")
     with pytest.raises(ValueError, match="different blocks"):
         mom.merge(Moments({"a": 4}))
+    with pytest.raises(ValueError, match="different blocks"):
+        mom.merge_(Moments({"a": 4}))
+    with pytest.raises(TypeError, match="only merge Moments"):
+        mom.merge_(acts)
     with pytest.raises(ValueError, match="nothing to merge"):
         Moments.merge_all([])
 
@@ -169,4 +173,26 @@ def test_in_place_merge_matches_chan_formula_with_temporaries(seed):
     got = merged.comoment(["a", "b"]).numpy()
     assert np.abs(got - comoment).max() / np.abs(comoment).max() < 1e-12
     np.testing.assert_allclose(merged.mean(["a", "b"]).numpy(), mean, rtol=1e-13)
+    assert parts[0].n == 37, "merge_all must not modify its inputs"
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_running_in_place_merge_equals_merge_all_bit_for_bit(seed, tmp_path):
+    # extract_moments folds shards into the first one with merge_ (no copy, no D x D
+    # temporary): its result must be merge_all's, bit for bit, as must merge_all of a
+    # generator (consumed lazily) and copies, moves and reloads of the state.
+    acts = random_acts(seed, n=200, dims=(("a", 6), ("b", 4)))
+    pieces = chunked({k: v + 100.0 for k, v in acts.items()}, [0, 37, 38, 38, 120, 200])
+    parts = [Moments.from_arrays(c) if len(c["a"]) else Moments({"a": 6, "b": 4}) for c in pieces]
+    reference = Moments.merge_all(parts)
+    running = Moments.from_arrays(pieces[0])
+    for part in parts[1:]:
+        assert running.merge_(part) is running
+    lazily = Moments.merge_all(part for part in parts)
+    reference.save(tmp_path / "merged.safetensors")
+    reloaded = Moments.load(tmp_path / "merged.safetensors")
+    for got in (running, lazily, reference.copy(), reference.to("cpu"), reloaded):
+        assert got.n == reference.n == 200 and got.dims == reference.dims
+        np.testing.assert_array_equal(got.mean(["a", "b"]), reference.mean(["a", "b"]))
+        np.testing.assert_array_equal(got.comoment(["a", "b"]), reference.comoment(["a", "b"]))
     assert parts[0].n == 37, "merge_all must not modify its inputs"

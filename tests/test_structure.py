@@ -172,24 +172,32 @@ def test_paper_profiles_over_all_layers_run_out_of_core():
     """Pages that can run pair by pair (a `model_pairs` parameter) must, when their paper
     profile keeps every hidden state (no `layers`), set it: the joint float64 moments of all
     layers of the paper's models fit no single machine (page 01: 117k features, 110 GB; page
-    04, even with `gram`: 71k features of trained models, 41 GB per corpus)."""
-    checked, problems = [], []
+    04, even with `gram`: 71k features of trained models, 41 GB per corpus). Running pair by
+    pair, they must also keep the pairs' moments out of the shard cache (`cache_pairs:
+    false`): page 01's 21 pairs x 14 shards would take 2.9 TB of disk."""
+    checked, problems, cached = [], [], []
     for key, chapter in LISTED.items():
         slug, name = key.split("/")
-        if "model_pairs" not in reproduce.declared_parameters(
-            REPO / "notebooks" / slug / f"{name}.ipynb"
-        ):
+        declared = reproduce.declared_parameters(REPO / "notebooks" / slug / f"{name}.ipynb")
+        if "model_pairs" not in declared:
             continue
         paper = next(e for e in chapter["notebooks"] if e["name"] == name).get("paper") or {}
         checked.append(key)
         if not paper.get("layers") and not paper.get("model_pairs"):
             problems.append(key)
+        if paper.get("model_pairs") and paper.get("cache_pairs", True) is not False:
+            cached.append(key)
     assert {"wu2020_similarity/01_representations", "wu2020_similarity/04_controls"} <= set(
         checked
     ), f"pages with a `model_pairs` parameter: {checked}"
     assert not problems, (
         f"{problems}: the paper profile keeps all layers without `model_pairs: true` in "
         "notebooks/runs.yml; set it (one extraction per pair of models)"
+    )
+    assert not cached, (
+        f"{cached}: the paper profile runs pair by pair but caches the pairs' moments (or "
+        "the page has no `cache_pairs` parameter); set `cache_pairs: false` in "
+        "notebooks/runs.yml"
     )
 
 
