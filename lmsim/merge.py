@@ -1127,7 +1127,10 @@ def collect_fishers(
     """Diagonal Fisher information of a sequence-classification model.
 
     ``F = E_x E_y (∇_θ log p_θ(y|x))²``, averaged over ``texts``, one example per backward
-    pass (the square of a batch gradient would not be the Fisher).
+    pass (the square of a batch gradient would not be the Fisher). Embedding tables get
+    sparse gradients during the pass (only the rows of the example's tokens are non-zero),
+    so a 30k-row vocabulary costs its used rows, not a dense table per example; the
+    squares are accumulated in place in float64.
 
     Parameters
     ----------
@@ -1172,6 +1175,9 @@ def collect_fishers(
     device = torch.device(device) if device is not None else _model_device(model)
     was_training = model.training
     model.eval()
+    # Sparse embedding gradients for the pass (restored in `finally`); exact: coalescing
+    # sums a repeated token's contributions before they are squared.
+    embeddings = [m for m in model.modules() if isinstance(m, nn.Embedding) and not m.sparse]
     names = [n for n, p in model.named_parameters() if p.requires_grad]
     params = [p for _, p in model.named_parameters() if p.requires_grad]
     totals = [torch.zeros(p.shape, dtype=torch.float64, device=p.device) for p in params]
@@ -1180,6 +1186,8 @@ def collect_fishers(
     if max_length is not None:
         kwargs["max_length"] = int(max_length)
     try:
+        for module in embeddings:
+            module.sparse = True
         for i, text in enumerate(tqdm(texts, disable=not progress, desc="fisher")):
             enc = tokenizer(text, return_tensors="pt", **kwargs)
             logits = model(**_model_inputs(enc, device)).logits
@@ -1202,11 +1210,24 @@ def collect_fishers(
                     log_probs[y], params, retain_graph=j < len(targets) - 1, allow_unused=True
                 )
                 for total, g in zip(totals, grads):
-                    if g is not None:
-                        total += weight * g.double() ** 2
+                    _add_squared(total, g, weight)
     finally:
+        for module in embeddings:
+            module.sparse = False
         model.train(was_training)
     return {n: (t / len(texts)).float().cpu() for n, t in zip(names, totals)}
+
+
+def _add_squared(total: torch.Tensor, g: torch.Tensor | None, weight: float) -> None:
+    """``total += weight * g²`` in place (float64 ``total``), for a dense or sparse ``g``."""
+    if g is None:
+        return
+    if g.is_sparse:
+        g = g.coalesce()
+        rows, values = g.indices()[0], g.values().double()
+        total.index_add_(0, rows, values * values, alpha=weight)
+    else:
+        total.addcmul_(g, g, value=weight)
 
 
 def _model_device(model: nn.Module) -> torch.device:

@@ -698,6 +698,29 @@ def test_collect_fishers_modes(zoo):
     torch.testing.assert_close(merged.get_parameter(name).double(), ref, rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.parametrize("kind", ["bert", "mpnet"])
+def test_fisher_sparse_embedding_rows_equal_dense_squares(zoo, kind):
+    """Every parameter's Fisher, embeddings included (sparse rows, repeated tokens such as
+    "the" coalesced before squaring), equals per-example dense squared gradients."""
+    paths, tok = zoo[kind]
+    m = _load(paths[0], kind)
+    labels = [0, 1, 2, 0, 1, 2]
+    got = collect_fishers(m, tok, TEXTS, labels, mode="empirical", progress=False)
+    assert not any(e.sparse for e in m.modules() if isinstance(e, torch.nn.Embedding))
+    names = [n for n, _ in m.named_parameters()]
+    ref = {n: torch.zeros_like(p, dtype=torch.float64) for n, p in m.named_parameters()}
+    for text, y in zip(TEXTS, labels):
+        logp = torch.log_softmax(m(**tok(text, return_tensors="pt")).logits[0], -1)
+        grads = torch.autograd.grad(logp[y], list(m.parameters()), allow_unused=True)
+        for n, g in zip(names, grads):
+            if g is not None:
+                ref[n] += g.double() ** 2
+    emb = m.get_input_embeddings().weight
+    assert any(n for n, p in m.named_parameters() if p is emb)
+    for n in names:
+        torch.testing.assert_close(got[n].double(), ref[n] / len(TEXTS), rtol=1e-5, atol=1e-12)
+
+
 def test_ensemble_logits_is_the_mean_of_unpadded_logits(zoo):
     paths, tok = zoo["bert"]
     ms = [_load(p, "bert") for p in paths]
