@@ -18,7 +18,7 @@ import math
 import os
 import random
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -36,6 +36,7 @@ __all__ = [
     "list_corpora",
     "generate_smoke_sentences",
     "chunk_corpus",
+    "chunk_splits",
     "split_chunks",
     "read_conllu",
     "load_treebank",
@@ -530,6 +531,69 @@ def chunk_corpus(
         for T, n in zip(lens, counts)
     }
     return out if several else out[lens[0]]
+
+
+def chunk_splits(
+    texts: Iterable[str],
+    tokenizer,
+    sizes: Mapping,
+    seed: int = 0,
+    lowercase: bool = False,
+) -> dict:
+    """Train/test chunk splits for several (T, n_train, n_test), tokenising the corpus once.
+
+    Each entry equals ``split_chunks(chunk_corpus(texts, tokenizer, T, n_train + n_test,
+    seed, lowercase), test_fraction=n_test / (n_train + n_test), seed=seed)``, but the
+    corpus is read and tokenised once for all of them (the LMD paper profile: six T over
+    ~1.7 G tokens of Wikipedia and BookCorpus, one pass instead of six), and entries that
+    ask for the same (T, n_train + n_test) share one draw.
+
+    Parameters
+    ----------
+    texts : iterable of str
+        The corpus; read once, as in :func:`chunk_corpus`.
+    tokenizer : transformers tokenizer
+        The reference tokenizer that cuts the corpus (the paper: ``bert-base-uncased``).
+    sizes : mapping of key to (int, int, int)
+        Any key (e.g. ``(group, T)``) to ``(T, n_train, n_test)``.
+    seed : int
+        Seed of every draw and split, as in :func:`chunk_corpus` and :func:`split_chunks`.
+    lowercase : bool
+        Lower-case the decoded chunks.
+
+    Returns
+    -------
+    dict of key to (list of str, list of str)
+        ``{key: (train, test)}`` in the order of ``sizes``.
+    """
+    if isinstance(texts, str):
+        raise TypeError("`texts` must be an iterable of lines, not one str; wrap it in a list")
+    wanted = {}
+    for key, size in sizes.items():
+        if len(size) != 3 or min(int(v) for v in size) < 1:
+            raise ValueError(
+                f"sizes[{key!r}] must be (T, n_train, n_test) with positive ints, got {size!r}"
+            )
+        wanted[key] = tuple(int(v) for v in size)
+    if not wanted:
+        return {}
+    ids = _tokenize_stream(texts, tokenizer)
+    if not ids.n_lines:
+        raise ValueError("`texts` is empty; pass a non-empty corpus, e.g. load_corpus('smoke')")
+    draws: dict[tuple[int, int], list[str]] = {}
+    out = {}
+    for key, (T, n_tr, n_te) in wanted.items():
+        n = n_tr + n_te
+        if ids.n_tokens // T < n:
+            raise ValueError(
+                f"sizes[{key!r}]: the corpus gives {ids.n_tokens // T} chunks of {T} tokens "
+                f"({ids.n_tokens} tokens), fewer than n_train + n_test = {n}; lower them or T, "
+                "or use a larger corpus"
+            )
+        if (T, n) not in draws:
+            draws[T, n] = _draw_chunks(ids, tokenizer, T, n, seed, lowercase, False)
+        out[key] = split_chunks(draws[T, n], test_fraction=n_te / n, seed=seed)
+    return out
 
 
 def _draw_chunks(ids, tokenizer, seq_len, n_samples, seed, lowercase, return_ids):

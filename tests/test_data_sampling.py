@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from lmsim import data
-from lmsim.data import chunk_corpus, load_corpus
+from lmsim.data import chunk_corpus, chunk_splits, load_corpus, split_chunks
 
 
 @pytest.fixture(scope="module")
@@ -293,3 +293,37 @@ def test_several_seq_lens_tokenise_once_and_equal_one_call_each(bert_tokenizer, 
 def test_several_seq_lens_bad_inputs(bert_tokenizer, ptb_valid, seq_len, n_samples, match):
     with pytest.raises((ValueError, TypeError), match=match):
         chunk_corpus(ptb_valid[:200], bert_tokenizer, seq_len, n_samples)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_chunk_splits_tokenise_once_and_equal_draw_then_split(bert_tokenizer, ptb_valid, seed):
+    """What LMD page 01 did per (group, T) before: chunk_corpus then split_chunks."""
+    texts = ptb_valid[:1500]
+    counting = _CountingTokenizer(bert_tokenizer)
+    sizes = {("a", 16): (16, 40, 10), ("b", 16): (16, 20, 5), ("a", 7): (7, 30, 6)}
+    sizes[("c", 16)] = (16, 40, 10)  # the same draw as ("a", 16)
+    got = chunk_splits(iter(texts), counting, sizes, seed=seed, lowercase=True)
+    assert counting.n_lines == len([t for t in texts if t.strip()])  # one pass for all
+    assert list(got) == list(sizes)
+    for key, (T, n_tr, n_te) in sizes.items():
+        chunks = chunk_corpus(texts, bert_tokenizer, T, n_tr + n_te, seed=seed, lowercase=True)
+        want = split_chunks(chunks, test_fraction=n_te / (n_tr + n_te), seed=seed)
+        assert got[key] == want
+        assert (len(got[key][0]), len(got[key][1])) == (n_tr, n_te)
+    assert got["a", 16] == got["c", 16]
+    assert chunk_splits(texts, bert_tokenizer, {}) == {}
+
+
+@pytest.mark.parametrize(
+    ("sizes", "match"),
+    [
+        ({"x": (8, 5)}, r"\(T, n_train, n_test\)"),
+        ({"x": (8, 0, 5)}, "positive"),
+        ({"x": (8, 10_000, 5)}, "fewer than n_train"),
+    ],
+)
+def test_chunk_splits_bad_inputs(bert_tokenizer, ptb_valid, sizes, match):
+    with pytest.raises(ValueError, match=match):
+        chunk_splits(ptb_valid[:200], bert_tokenizer, sizes)
+    with pytest.raises(TypeError, match="not one str"):
+        chunk_splits("the cat sat", bert_tokenizer, {"x": (2, 1, 1)})
