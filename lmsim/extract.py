@@ -1432,6 +1432,8 @@ def extract_attentions(
     device="auto",
     dtype=None,
     lowercase: bool = False,
+    cache: bool = True,
+    cache_key_extra=None,
     progress: bool = True,
     zoo_profile: str = "default",
 ) -> dict[str, list[np.ndarray]]:
@@ -1460,6 +1462,21 @@ def extract_attentions(
         How a word's query row is formed from its subwords' rows ("mean" as in the paper).
     max_length, batch_size, device, dtype, lowercase, progress, zoo_profile
         As in :func:`extract_moments` (sentences that would lose words raise).
+    cache : bool
+        Keep the result on disk under ``lmsim._cache.cache_dir("attn", key)``; a rerun with
+        the same key (content hashes of each model's config, weights and tokenizer; the
+        sentences; the layers kept, query, max_length, lowercase, batch_size, device type,
+        autocast dtype, ``cache_key_extra``) loads it instead of running the models. The
+        ``batch_size`` is in the key because it sets how far each sentence is padded, and
+        kernels of other widths may round the last bit differently: a hit returns exactly
+        the arrays this call would compute. The arrays are written atomically to
+        ``attentions.safetensors``; ``manifest.json`` (written after it) lists the key
+        fields, the blocks, the shape of every array and the file's size and sha256,
+        checked when it is read: a corrupt or truncated file is named in a warning, moved
+        aside (``.corrupt``) and recomputed.
+    cache_key_extra : str, int, float, bool, None, array, tensor, or list/tuple/dict of these
+        As in :func:`extract_moments`: anything else that should separate cache entries
+        (e.g. a corpus version), hashed by content.
 
     Returns
     -------
@@ -1474,19 +1491,106 @@ def extract_attentions(
         models = [models]
     elif isinstance(models, tuple) and len(models) == 2 and isinstance(models[0], nn.Module):
         models = {"model": models}
+    if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+        raise ValueError(f"`batch_size` must be a positive int, got {batch_size!r}")
+    extra_hash = _content_hash(cache_key_extra) if cache else None  # refuse early
     sentences = _check_texts(sentences, "word")
     device = resolve_device(device)
     amp_dtype = autocast_dtype(device, dtype)
     runs = _prepare(models, "all", max_length, device, dtype, zoo_profile)
+    kept = {run.name: _attention_layers(layers, run) for run in runs}
+    blocks = [block_name(run.name, lay) for run in runs for lay in kept[run.name]]
+    folder = payload = None
+    if cache:
+        from lmsim._cache import cache_dir
+
+        fields = {
+            "kind": "attention",
+            "attention_layers": kept,
+            "query": query,
+            "max_length": max_length,
+            "lowercase": bool(lowercase),
+            "batch_size": int(batch_size),
+            "cache_key_extra": extra_hash,
+        }
+        plan = _Plan(runs, [], device, amp_dtype, None, sentences)
+        key, payload = _cache_key(plan, fields)
+        folder = cache_dir("attn", key)
+        cached = _load_attentions(folder, blocks, [len(s) for s in sentences])
+        if cached is not None:
+            return cached
     out: dict[str, list[np.ndarray]] = {}
     for run in runs:
-        layer_ids = _attention_layers(layers, run)
+        layer_ids = kept[run.name]
         enc = _encode(run, sentences, "word", query, False, lowercase)
         per_layer = _run_attentions(
             run, enc, sentences, layer_ids, query, batch_size, device, amp_dtype, progress
         )
         out.update({block_name(run.name, lay): per_layer[lay] for lay in layer_ids})
+    if folder is not None:
+        _save_attentions(out, folder, payload)
     return out
+
+
+_ATTN_FILE = "attentions.safetensors"
+
+
+def _save_attentions(attn: dict, folder: Path, payload: dict) -> None:
+    """Write ``attn`` (block -> arrays of shape (H, W_i, W_i)) as one flat tensor per block,
+    then the manifest with every shape and the file's record (atomic writes, in that order:
+    a file without a matching manifest entry is never read)."""
+    from safetensors.numpy import save_file
+
+    flat = {
+        name: np.concatenate([np.ascontiguousarray(a).reshape(-1) for a in arrays])
+        for name, arrays in attn.items()
+    }
+    path = folder / _ATTN_FILE
+    write_atomic(path, lambda tmp: save_file(flat, str(tmp)))
+    manifest = {
+        **payload,
+        "blocks": list(attn),
+        "dtypes": {name: str(arrays[0].dtype) for name, arrays in attn.items()},
+        "shapes": {name: [list(a.shape) for a in arrays] for name, arrays in attn.items()},
+        "files": {_ATTN_FILE: file_record(path)},
+    }
+    write_json_atomic(folder / "manifest.json", manifest, indent=1, default=str)
+
+
+def _load_attentions(folder: Path, blocks: list[str], n_words: list[int]) -> dict | None:
+    """The cached result in ``folder`` if it is there, whole and of the expected blocks and
+    sentence lengths; a corrupt file is named in a warning, moved aside, and None returned."""
+    path = folder / _ATTN_FILE
+    if not path.exists():
+        return None
+    record = _read_manifest(folder).get("files", {}).get(_ATTN_FILE)
+    if not record:
+        return None  # written but its manifest is not (an interrupted run): recompute
+    try:
+        check_record(path, record)
+        manifest = _read_manifest(folder)
+        shapes, dtypes = manifest.get("shapes", {}), manifest.get("dtypes", {})
+        if manifest.get("blocks") != blocks:
+            raise ValueError(f"{path} holds blocks {manifest.get('blocks')}, not {blocks}")
+        from safetensors.numpy import load_file
+
+        flat = load_file(str(path))
+        out = {}
+        for name in blocks:
+            sizes = [int(np.prod(s)) for s in shapes[name]]
+            words = [s[1] for s in shapes[name]]
+            x = flat[name]
+            if words != n_words or x.size != sum(sizes) or str(x.dtype) != dtypes[name]:
+                raise ValueError(f"{path}: block {name!r} does not match its manifest")
+            ends = np.cumsum(sizes)
+            out[name] = [
+                x[end - size : end].reshape(shape).copy()
+                for shape, size, end in zip(shapes[name], sizes, ends)
+            ]
+        return out
+    except Exception as err:  # noqa: BLE001 - safetensors raises its own error types
+        move_aside(path, f"{type(err).__name__}: {err}", "recomputing it", stacklevel=4)
+        return None
 
 
 def _attention_layers(layers, run: _Run) -> list[int]:

@@ -779,6 +779,117 @@ def test_causal_attention_is_lower_triangular_and_mode_restored(tiny):
         extract_attentions((model, tok), SENTENCES, layers=[0], **KW)
 
 
+def _count_attention_runs(monkeypatch) -> list:
+    """Names of the models whose attention is computed (not loaded from the cache)."""
+    real, calls = ex._run_attentions, []
+
+    def counting(run, *args, **kwargs):
+        calls.append(run.name)
+        return real(run, *args, **kwargs)
+
+    monkeypatch.setattr(ex, "_run_attentions", counting)
+    return calls
+
+
+def _assert_same_attentions(got: dict, expected: dict) -> None:
+    """Same blocks in the same order, same arrays bit for bit (dtype and shape included)."""
+    assert list(got) == list(expected)
+    for name in expected:
+        assert len(got[name]) == len(expected[name])
+        for a, b in zip(got[name], expected[name]):
+            assert type(a) is np.ndarray and a.dtype == b.dtype and a.shape == b.shape
+            assert a.tobytes() == b.tobytes()
+
+
+ATTN_KW = dict(layers={"gpt2": [1, 3]}, batch_size=3, **KW)
+
+
+def test_attention_cache_hit_equals_fresh_extraction_bitwise(tiny, monkeypatch):
+    pairs = {"bert": tiny["bert"], "gpt2": tiny["gpt2"]}
+    fresh = extract_attentions(pairs, SENTENCES, cache=False, **ATTN_KW)
+    calls = _count_attention_runs(monkeypatch)
+    first = extract_attentions(pairs, SENTENCES, **ATTN_KW)  # miss: computes and writes
+    assert calls == ["bert", "gpt2"]
+    calls.clear()
+    second = extract_attentions(pairs, SENTENCES, **ATTN_KW)  # hit: no model runs
+    assert calls == []
+    for got in (first, second):
+        _assert_same_attentions(got, fresh)
+    assert list(second) == [*(f"bert/layer.{i}" for i in (1, 2)), "gpt2/layer.1", "gpt2/layer.3"]
+    (folder,) = [p.parent for p in Path(os.environ["LMSIM_CACHE"], "attn").rglob("manifest.json")]
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["shapes"]["gpt2/layer.3"][0] == [2, len(SENTENCES[0]), len(SENTENCES[0])]
+    assert set(manifest["files"]["attentions.safetensors"]) == {"size", "sha256"}
+    assert not [p for p in folder.iterdir() if ".tmp" in p.name]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        dict(sentences=SENTENCES[:-1]),
+        dict(sentences=[[w.upper() for w in s] for s in SENTENCES]),
+        dict(layers=[-1]),
+        dict(query="last"),
+        dict(max_length=40),
+        dict(lowercase=True),
+        dict(batch_size=2),
+        dict(cache_key_extra={"corpus": "other"}),
+    ],
+    ids=lambda c: next(iter(c)),
+)
+def test_attention_cache_key_covers_what_changes_the_result(tiny, monkeypatch, change):
+    pair = {"m": tiny["gpt2"]}
+    kw = {"sentences": SENTENCES, "layers": "all", "batch_size": 3, **KW}
+    extract_attentions(pair, **kw)
+    calls = _count_attention_runs(monkeypatch)
+    extract_attentions(pair, **kw)
+    assert calls == [], "the same arguments hit the cache"
+    extract_attentions(pair, **{**kw, **change})
+    assert calls == ["m"], f"{change} must not hit the cache of the defaults"
+    assert len(list(Path(os.environ["LMSIM_CACHE"], "attn").iterdir())) == 2
+
+
+def test_attention_cache_honours_lmsim_cache_and_cache_false_writes_nothing(
+    tiny, tmp_path, monkeypatch
+):
+    pair = {"m": tiny["bert"]}
+    monkeypatch.setenv("LMSIM_CACHE", str(tmp_path / "elsewhere"))
+    extract_attentions(pair, SENTENCES, cache=False, **KW)
+    assert not (tmp_path / "elsewhere").exists() or not any((tmp_path / "elsewhere").rglob("*"))
+    extract_attentions(pair, SENTENCES, **KW)
+    (path,) = (tmp_path / "elsewhere" / "attn").rglob("attentions.safetensors")
+    assert (path.parent / "manifest.json").is_file()
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "no_record"])
+def test_corrupt_attention_cache_is_named_moved_aside_and_recomputed(tiny, monkeypatch, damage):
+    pair = {"m": tiny["gpt2"]}
+    reference = extract_attentions(pair, SENTENCES, cache=False, **KW)
+    extract_attentions(pair, SENTENCES, **KW)
+    (path,) = Path(os.environ["LMSIM_CACHE"], "attn").rglob("attentions.safetensors")
+    data = bytearray(path.read_bytes())
+    calls = _count_attention_runs(monkeypatch)
+    if damage == "no_record":  # the run stopped between the file and its manifest
+        (path.parent / "manifest.json").unlink()
+        again = extract_attentions(pair, SENTENCES, **KW)
+    else:
+        if damage == "truncate":
+            path.write_bytes(data[: len(data) // 2])
+            pattern = r"attentions\.safetensors has \d+ bytes, \d+ were written"
+        else:  # same size, one bit of a float changed: only the hash sees it
+            data[-3] ^= 0x01
+            path.write_bytes(bytes(data))
+            pattern = r"attentions\.safetensors's sha256 differs"
+        with pytest.warns(UserWarning, match=pattern):
+            again = extract_attentions(pair, SENTENCES, **KW)
+        assert (path.parent / "attentions.safetensors.corrupt").is_file()
+    assert calls == ["m"]
+    _assert_same_attentions(again, reference)
+    calls.clear()
+    _assert_same_attentions(extract_attentions(pair, SENTENCES, **KW), reference)
+    assert calls == [], "the recomputed file and its record are good"
+
+
 # ---------------------------------------------------------------------- linear grams
 @pytest.mark.parametrize("kind", ["bert", "gpt2"])
 def test_linear_grams_equal_manual_xtx(tiny, kind):
