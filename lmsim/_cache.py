@@ -1,4 +1,5 @@
-"""Where lmsim keeps what it computes once: converted models, the zoo, activation moments."""
+"""Where lmsim keeps what it computes once: converted models, the zoo, activation moments
+(``acts/``) and word-level attentions (``attn/``)."""
 
 from __future__ import annotations
 

@@ -20,7 +20,8 @@ Data parallel
 
 Attentions
     :func:`extract_attentions` returns per-head attention probabilities converted from
-    subwords to words as Wu et al. (2020, Sec. 4) and Clark et al. (2019) do.
+    subwords to words as Wu et al. (2020, Sec. 4) and Clark et al. (2019) do, cached by
+    content like the moments (one safetensors file per key, checked against its sha256).
 
 Linear-layer inputs
     :func:`extract_linear_grams` records the inputs of every ``nn.Linear`` (and GPT-2
@@ -1563,13 +1564,14 @@ def _load_attentions(folder: Path, blocks: list[str], n_words: list[int]) -> dic
     path = folder / _ATTN_FILE
     if not path.exists():
         return None
-    record = _read_manifest(folder).get("files", {}).get(_ATTN_FILE)
-    if not record:
+    manifest = _read_manifest(folder)
+    files = manifest.get("files")
+    record = files.get(_ATTN_FILE) if isinstance(files, dict) else None
+    if not isinstance(record, dict):
         return None  # written but its manifest is not (an interrupted run): recompute
     try:
         check_record(path, record)
-        manifest = _read_manifest(folder)
-        shapes, dtypes = manifest.get("shapes", {}), manifest.get("dtypes", {})
+        shapes, dtypes = manifest["shapes"], manifest["dtypes"]
         if manifest.get("blocks") != blocks:
             raise ValueError(f"{path} holds blocks {manifest.get('blocks')}, not {blocks}")
         from safetensors.numpy import load_file
