@@ -413,7 +413,7 @@ class RegMeanAccumulator:
                 )
             self._shapes[name] = shape
             self._gram_sum[name] = g if owned and g is not gram else g.clone()
-            self._gw_sum[name] = self._product(g, wt)
+            self._gw_sum[name] = self._product(g, wt).to(torch.float64)
             self._w_sum[name] = wt.to(w_dtype, copy=True)
             return
         if self._shapes[name] != shape:
@@ -425,16 +425,13 @@ class RegMeanAccumulator:
         if self.product_dtype == torch.float64:
             self._gw_sum[name].addmm_(g, wt)
         else:  # the float32 product is added into the float64 sum, no float64 temporary
-            pd = self.product_dtype
-            self._gw_sum[name].add_(torch.mm(g.to(pd), wt.to(pd)))
+            self._gw_sum[name].add_(self._product(g, wt))
         self._w_sum[name] += wt.to(self._w_sum[name].dtype)
 
     def _product(self, g: torch.Tensor, wt: torch.Tensor) -> torch.Tensor:
-        """``G̃ Wᵀ`` (d_in, d_out) in ``product_dtype``, returned in float64."""
-        if self.product_dtype == torch.float64:
-            return g @ wt
+        """``G̃ Wᵀ`` (d_in, d_out), computed and returned in ``product_dtype``."""
         pd = self.product_dtype
-        return torch.mm(g.to(pd), wt.to(pd)).to(torch.float64)
+        return g @ wt if pd == torch.float64 else torch.mm(g.to(pd), wt.to(pd))
 
     def next_model(self) -> None:
         """Close a model added layer by layer with :meth:`add_layer`."""
