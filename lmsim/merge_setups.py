@@ -23,13 +23,18 @@ Language Models. ICLR. Sec. 4.1-4.3, App. B (data sets and partitions).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
+from lmsim._cache import cache_dir
+from lmsim._io import move_aside
 from lmsim.data import keyword_domains, load_task, noniid_partitions
 from lmsim.finetune import predict_logits
+from lmsim.merge import load_fishers, load_grams, save_fishers, save_grams
 from lmsim.tasks import Task, score
 
 __all__ = [
@@ -44,6 +49,7 @@ __all__ = [
     "mean_logits",
     "noniid_split",
     "pool",
+    "published_stats",
     "relative_change",
 ]
 
@@ -392,3 +398,55 @@ def domain_tables(
         row = on(task, setup.type_map)
         table3[o] = {**summary([row]), "MTL": float(row["MTL"])}
     return table2, table3
+
+
+_STATS = {"grams": (save_grams, load_grams), "fishers": (save_fishers, load_fishers)}
+
+
+def published_stats(
+    what: str,
+    key: str,
+    compute: Callable[[], Mapping],
+    metadata: Mapping | None = None,
+    *,
+    root: str | os.PathLike | None = None,
+) -> Mapping:
+    """A model's Grams or Fishers as its owner would publish them: saved once, read lazily.
+
+    The statistics are computed on the first call and written as safetensors (no code runs
+    when they are read) under ``root`` (default: the lmsim cache's ``regmean-stats/``), named
+    by ``key``; every later call reads them back. They come back as a lazy mapping that reads
+    one tensor at a time, so merging many base-size models holds one layer's statistics in
+    memory, not every model's (:func:`lmsim.merge.load_grams`).
+
+    Parameters
+    ----------
+    what : {"grams", "fishers"}
+    key : str
+        Names the file; it must determine the statistics (e.g. the fine-tuned model's
+        content-keyed folder name plus the number of batches, the length and the seed).
+    compute : callable
+        Returns the statistics (``{name: tensor}``) when they are not saved yet.
+    metadata : dict, optional
+        Saved beside them (:func:`lmsim.merge.load_metadata`).
+    root : path, optional
+
+    Returns
+    -------
+    Mapping of str to Tensor
+        Read on access; shapes and finiteness are checked.
+    """
+    if what not in _STATS:
+        raise ValueError(f"`what` must be 'grams' or 'fishers', got {what!r}")
+    save, load = _STATS[what]
+    folder = Path(root) if root is not None else cache_dir("regmean-stats")
+    path = folder / f"{key}.{what}.safetensors"
+    if path.is_file():
+        try:
+            return load(path, lazy=True)
+        except (OSError, ValueError) as err:
+            move_aside(path, str(err), "computing them again", stacklevel=2)
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    save(partial, compute(), metadata)
+    os.replace(partial, path)  # a complete file or none: a failed run leaves no bad cache
+    return load(path, lazy=True)

@@ -365,7 +365,7 @@ LAYERS = [
         "lmsim.cluster",
         "lmsim.finetune",
     ],
-    ["lmsim.twotower", "lmsim.brown", "lmsim.udhr", "lmsim.layersim"],
+    ["lmsim.twotower", "lmsim.brown", "lmsim.udhr", "lmsim.layersim", "lmsim.merge_setups"],
     ["lmsim.redundancy"],
     ["lmsim.reproduce"],
 ]
