@@ -442,9 +442,11 @@ def published_stats(
     folder = Path(root) if root is not None else cache_dir("regmean-stats")
     path = folder / f"{key}.{what}.safetensors"
     if path.is_file():
+        from safetensors import SafetensorError
+
         try:
             return load(path, lazy=True)
-        except (OSError, ValueError) as err:
+        except (OSError, ValueError, SafetensorError) as err:
             move_aside(path, str(err), "computing them again", stacklevel=2)
     partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
     save(partial, compute(), metadata)
