@@ -10,6 +10,20 @@ notebooks in order; each notebook entry may override parameters per profile::
           - name: 01_decomposition
             default: {models: [minilm-l6, smollm2-135m], n_train: 2000}
             paper: {models: [bert-base-uncased, roberta-base]}
+          - name: 02_decomposition_gpu
+            source: 01_decomposition      # runs notebooks/<slug>/01_decomposition.ipynb
+            smoke: skip                   # not run under smoke (its source is)
+            default: skip                 # nor by the book: a paper-only page
+            paper: {models: [gpt2, xlnet-base-cased]}
+
+An entry's ``name`` is its page: the executed notebook is ``<slug>/<name>.ipynb``. By default
+the page runs the source notebook of the same name; ``source: <stem>`` makes it run
+``notebooks/<slug>/<stem>.ipynb`` instead, so one source notebook yields several pages with
+different parameters (a page's name must then not be the stem of another source notebook).
+A profile's value is either a mapping of parameter overrides or the string ``skip``: the
+page does not run under that profile (``--list`` says so; a ``default: skip`` page has no
+executed page in ``book/`` and is left out of the table of contents). nbval still runs
+every *source* notebook with its parameters cell, whatever the pages' ``smoke`` values.
 
 The parameters cell of each source notebook holds the *smoke* values, so the ``smoke``
 profile overrides nothing. ``default`` writes the executed pages the book renders
@@ -65,6 +79,10 @@ __all__ = [
     "RunResult",
     "find_root",
     "load_manifest",
+    "SKIP",
+    "entry_source",
+    "is_skipped",
+    "page_sources",
     "output_dir_for",
     "declared_parameters",
     "plan_runs",
@@ -84,6 +102,9 @@ MANIFEST = Path("notebooks") / "runs.yml"
 PROVENANCE_TAG = "lmsim-provenance"
 INJECTED_TAG = "injected-parameters"
 _CHAPTER_KEYS = {"slug", "title", "notebooks"}
+_ENTRY_KEYS = {"name", "source"}
+# A profile's value that keeps a page from running under that profile.
+SKIP = "skip"
 # The five papers the book sets out to reproduce; the slugs are their BibTeX keys.
 PLANNED_CHAPTERS: dict[str, str] = {
     "zhang2022_lmd": "Language model decomposition",
@@ -103,9 +124,11 @@ class NotebookRun:
     slug : str
         The chapter's slug (a BibTeX key, e.g. ``"zhang2022_lmd"``).
     name : str
-        The notebook's file stem, e.g. ``"01_decomposition"``.
+        The page's name (the manifest entry's ``name``), e.g. ``"01_decomposition"``: the
+        executed notebook is ``<slug>/<name>.ipynb``.
     source : Path
-        The source notebook, ``notebooks/<slug>/<name>.ipynb``.
+        The source notebook, ``notebooks/<slug>/<stem>.ipynb`` where ``stem`` is the
+        entry's ``source`` (``name`` when it has none).
     output : Path
         Where the executed notebook is written.
     parameters : dict
@@ -168,13 +191,17 @@ def load_manifest(path: str | Path) -> dict[str, Any]:
     -------
     dict
         ``{"profiles": {name: description}, "chapters": [chapter, ...]}`` where each chapter
-        is ``{"slug", "title", "notebooks": [{"name", <profile>: {...}}, ...]}``.
+        is ``{"slug", "title", "notebooks": [entry, ...]}`` and each entry
+        ``{"name", ["source",] <profile>: {...} or "skip", ...}``.
 
     Raises
     ------
     ValueError
         When the file is not valid YAML (the message gives the line) or a chapter or
-        notebook entry is malformed (the message names the entry).
+        notebook entry is malformed (the message names the entry): an unknown key, a
+        profile's value that is neither a mapping nor the string ``skip``, a ``source``
+        that is not the stem of a notebook in ``notebooks/<slug>/`` next to the manifest,
+        or a page with a ``source`` whose own name is the stem of another source notebook.
     """
     path = Path(path)
     if not path.is_file():
@@ -222,21 +249,80 @@ def load_manifest(path: str | Path) -> dict[str, Any]:
                 raise ValueError(f"notebook {entry['name']!r} appears twice in chapter {slug!r}")
             names.add(entry["name"])
             for key, value in entry.items():
-                if key == "name":
+                if key in _ENTRY_KEYS:
                     continue
                 if key not in PROFILES:
                     raise ValueError(
-                        f"notebook {slug}/{entry['name']} has key {key!r}, which is not a "
-                        f"profile; use one of {list(PROFILES)}"
+                        f"notebook {slug}/{entry['name']} has key {key!r}, which is neither a "
+                        f"profile nor one of {sorted(_ENTRY_KEYS)}; use one of "
+                        f"{list(PROFILES)} or {sorted(_ENTRY_KEYS)}"
                     )
-                if value is not None and not isinstance(value, dict):
+                if value is not None and value != SKIP and not isinstance(value, dict):
                     raise ValueError(
-                        f"the {key!r} overrides of {slug}/{entry['name']} must be a mapping "
-                        f"of parameter names to values, got {value!r}"
+                        f"the {key!r} value of {slug}/{entry['name']} must be a mapping of "
+                        f"parameter names to values, or the string {SKIP!r} to not run the "
+                        f"page under that profile; got {value!r}"
                     )
+            if "source" in entry:
+                _check_source(path.parent, slug, entry)
     data["chapters"] = chapters
     data.setdefault("profiles", {name: "" for name in PROFILES})
     return data
+
+
+def _check_source(folder: Path, slug: str, entry: Mapping[str, Any]) -> None:
+    """Validate an entry's ``source`` against the notebooks in ``folder/<slug>/``."""
+    name, stem = entry["name"], entry["source"]
+    if not isinstance(stem, str) or not stem or "/" in stem or "\\" in stem:
+        raise ValueError(
+            f"`source` of {slug}/{name} must be the file stem of a notebook in "
+            f"notebooks/{slug}/ (e.g. `source: 01_merging`), got {stem!r}"
+        )
+    if stem.endswith(".ipynb"):
+        raise ValueError(
+            f"`source` of {slug}/{name} is {stem!r}; give the stem without .ipynb: "
+            f"`source: {stem.removesuffix('.ipynb')}`"
+        )
+    existing = sorted(p.stem for p in (folder / slug).glob("*.ipynb"))
+    if stem not in existing:
+        raise ValueError(
+            f"`source: {stem}` of {slug}/{name} names no notebook: "
+            f"{folder / slug / stem}.ipynb does not exist; notebooks of {slug!r}: {existing}"
+        )
+    if stem != name and name in existing:
+        raise ValueError(
+            f"page {slug}/{name} runs `source: {stem}`, but notebooks/{slug}/{name}.ipynb is "
+            "another source notebook, which its executed page would be mistaken for; rename "
+            "the page or drop its `source`"
+        )
+
+
+def entry_source(entry: Mapping[str, Any]) -> str:
+    """The stem of the source notebook a manifest entry executes: its ``source``, else its
+    ``name``."""
+    return entry.get("source") or entry["name"]
+
+
+def is_skipped(entry: Mapping[str, Any], profile: str) -> bool:
+    """Whether the manifest marks the entry's page ``skip`` under ``profile``."""
+    return entry.get(profile) == SKIP
+
+
+def page_sources(manifest: Mapping[str, Any]) -> dict[str, str]:
+    """Every page of the manifest and the source notebook it executes.
+
+    Returns
+    -------
+    dict
+        ``"<slug>/<name>"`` (the page, ``book/<slug>/<name>.ipynb`` once executed) to
+        ``"<slug>/<stem>"`` (its source, ``notebooks/<slug>/<stem>.ipynb``), in manifest
+        order.
+    """
+    return {
+        f"{chapter['slug']}/{entry['name']}": f"{chapter['slug']}/{entry_source(entry)}"
+        for chapter in manifest.get("chapters", [])
+        for entry in chapter["notebooks"]
+    }
 
 
 def output_dir_for(profile: str, root: str | Path, output_dir: str | Path | None = None) -> Path:
@@ -341,6 +427,9 @@ def plan_runs(
 ) -> list[NotebookRun]:
     """Turn the manifest into the list of notebooks to execute, validating everything first.
 
+    Each entry's page executes its source notebook (:func:`entry_source`); pages marked
+    ``skip`` for ``profile`` are left out (:func:`is_skipped`).
+
     Parameters
     ----------
     manifest : mapping
@@ -360,7 +449,8 @@ def plan_runs(
     Raises
     ------
     ValueError
-        Unknown profile, slug or page; a manifest or command-line parameter the notebook does not
+        Unknown profile, slug or page; a page asked for by ``only`` that is marked ``skip``
+        for ``profile``; a manifest or command-line parameter the notebook does not
         declare (the message lists the declared ones) or of another type than the one it
         is declared with (the message names notebook, parameter, type and value); an
         output folder that is a file.
@@ -378,6 +468,17 @@ def plan_runs(
             raise ValueError(
                 f"unknown chapter slug(s) or page(s) {unknown} in --only; the manifest has "
                 f"{slugs} (a page is 'slug/name', e.g. {sorted(pages)[0]!r})"
+            )
+        skipped = [
+            f"{c['slug']}/{e['name']}"
+            for c in chapters
+            for e in c["notebooks"]
+            if f"{c['slug']}/{e['name']}" in only and is_skipped(e, profile)
+        ]
+        if skipped:
+            raise ValueError(
+                f"page(s) {skipped} in --only are marked `{profile}: {SKIP}` in {MANIFEST}: "
+                f"they do not run under profile {profile!r}; choose another --profile"
             )
         wanted = {p for p in pages if p in only or p.split("/", 1)[0] in only}
         kept = []
@@ -404,7 +505,9 @@ def plan_runs(
         slug = chapter["slug"]
         for entry in chapter["notebooks"]:
             name = entry["name"]
-            source = root / "notebooks" / slug / f"{name}.ipynb"
+            if is_skipped(entry, profile):
+                continue
+            source = root / "notebooks" / slug / f"{entry_source(entry)}.ipynb"
             if not source.is_file():
                 raise FileNotFoundError(
                     f"notebook {slug}/{name} is listed in {MANIFEST} but {source} does not "
@@ -501,8 +604,15 @@ def provenance_text(info: Mapping[str, Any]) -> str:
             " The first code cell below holds the notebook's own defaults (the smoke values CI"
             " runs); the cell after it, injected by papermill, sets this profile's values."
         )
+    origin = ""
+    source, page = info.get("source"), info.get("page")
+    if source and page and Path(source).stem != page.rsplit("/", 1)[-1]:
+        origin = (
+            f"This page executes the source notebook `{source}` with the parameters of its "
+            "own entry in `notebooks/runs.yml`. "
+        )
     return (
-        f"Executed with profile `{info['profile']}` on {info['date']} in "
+        f"{origin}Executed with profile `{info['profile']}` on {info['date']} in "
         f"{_format_seconds(info['wall_time_s'])} ({info['device']}){status}; "
         f"parameters: {params or 'none'}; versions: {versions}.{injected}"
     )
@@ -527,7 +637,8 @@ def add_provenance(path: str | Path, info: Mapping[str, Any]) -> None:
         An executed notebook; rewritten in place.
     info : mapping
         ``profile, parameters, overrides, versions, device, wall_time_s, date, source,
-        status``.
+        page, status`` (``page`` is ``"<slug>/<name>"``; it differs from the source's stem
+        when the manifest entry has a ``source``).
     """
     import nbformat
 
@@ -619,6 +730,7 @@ def execute_run(
             "wall_time_s": round(wall, 3),
             "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "source": _relative(run.source, root),
+            "page": run.key,
             "status": "ok" if error is None else "failed",
         }
         failed = failed_path(run, profile, root)
@@ -647,14 +759,16 @@ def page_status(path: str | Path) -> str | None:
 
 
 def _executed_pages(manifest: Mapping[str, Any], root: Path) -> list[tuple[dict, list[str]]]:
-    """Chapters and their pages that a complete run wrote (provenance ``status: "ok"``)."""
+    """Chapters and their pages that a complete run wrote (provenance ``status: "ok"``);
+    pages marked ``default: skip`` are never among them, even when a file is left over."""
     present = []
     for chapter in manifest.get("chapters", []):
         slug = chapter["slug"]
         names = [
             entry["name"]
             for entry in chapter["notebooks"]
-            if page_status(root / "book" / slug / f"{entry['name']}.ipynb") == "ok"
+            if not is_skipped(entry, "default")
+            and page_status(root / "book" / slug / f"{entry['name']}.ipynb") == "ok"
         ]
         if names:
             present.append((chapter, names))
@@ -666,7 +780,8 @@ def build_toc(manifest: Mapping[str, Any], root: str | Path) -> dict[str, Any]:
 
     A chapter appears only when at least one of its notebooks has an executed page in
     ``book/<slug>/`` with complete provenance (``metadata["lmsim"]["status"] == "ok"``),
-    so the book never links a page that was not computed or whose run did not finish. Its entry is
+    so the book never links a page that was not computed or whose run did not finish (pages
+    marked ``default: skip`` are not linked either). Its entry is
     ``book/<slug>/index`` (the chapter's prose) with the executed notebooks as sections;
     without an ``index.md`` the first executed notebook heads the chapter.
     ``book/zoo.md``, when present, is listed before the chapters.
@@ -697,7 +812,7 @@ def chapter_status_markdown(manifest: Mapping[str, Any], root: str | Path) -> st
 
     Chapters with executed pages link to their first page; the others say "planned" or
     "listed, not yet executed", so the introduction never claims a chapter that was not
-    computed.
+    computed. Pages marked ``default: skip`` are counted apart: the book never executes them.
     """
     root = Path(root)
     present = {chapter["slug"]: names for chapter, names in _executed_pages(manifest, root)}
@@ -714,11 +829,17 @@ def chapter_status_markdown(manifest: Mapping[str, Any], root: str | Path) -> st
         if slug in present:
             index = root / "book" / slug / "index.md"
             head = f"/book/{slug}/index" if index.is_file() else f"/book/{slug}/{present[slug][0]}"
-            n_total = len(listed[slug]["notebooks"])
-            status = f"in the book ({len(present[slug])} of {n_total} notebooks executed)"
+            entries = listed[slug]["notebooks"]
+            n_skipped = sum(is_skipped(entry, "default") for entry in entries)
+            n_total = len(entries) - n_skipped
+            status = f"in the book ({len(present[slug])} of {n_total} notebooks executed"
+            status += f"; {n_skipped} more not run by the default profile)" if n_skipped else ")"
             cell = f"{{doc}}`{title} <{head}>`"
         else:
             status = "listed, not yet executed" if slug in listed else "planned"
+            entries = listed[slug]["notebooks"] if slug in listed else []
+            if entries and all(is_skipped(entry, "default") for entry in entries):
+                status = "listed, not run by the default profile"
             cell = title
         lines.append(
             f"| {cell} | {{cite:t}}`{slug}` | {status} |"
@@ -852,7 +973,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--output-dir", type=Path, help="write executed notebooks here instead")
     parser.add_argument("--root", type=Path, help="repository root (found from the cwd)")
-    parser.add_argument("--list", action="store_true", help="list chapters and notebooks, exit")
+    parser.add_argument(
+        "--list",
+        action="store_true",
+        help="list chapters and pages (their source notebooks, the --profile's parameters "
+        "or skip), exit",
+    )
     parser.add_argument(
         "--write-toc", action="store_true", help="write _toc.yml from the manifest and exit"
     )
@@ -881,9 +1007,15 @@ def _list(manifest: Mapping[str, Any], profile: str, root: Path) -> None:
     for chapter in manifest["chapters"]:
         print(f"  {chapter['slug']}: {chapter['title']}")
         for entry in chapter["notebooks"]:
+            line = f"    {entry['name']}"
+            if entry_source(entry) != entry["name"]:
+                line += f"  (runs {entry_source(entry)}.ipynb)"
             params = entry.get(profile) or {}
-            extra = f"  {profile}: {params}" if params and profile != "smoke" else ""
-            print(f"    {entry['name']}{extra}")
+            if is_skipped(entry, profile):
+                line += f"  {profile}: skip (not run under this profile)"
+            elif params and profile != "smoke":
+                line += f"  {profile}: {params}"
+            print(line)
 
 
 def _parse_value(name: str, text: str) -> Any:
@@ -920,6 +1052,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    skipped = [
+        f"{chapter['slug']}/{entry['name']}"
+        for chapter in manifest["chapters"]
+        if not args.only or chapter["slug"] in args.only
+        for entry in chapter["notebooks"]
+        if is_skipped(entry, args.profile)
+    ]
+    if skipped:
+        print(
+            f"not run under profile {args.profile!r} (`{args.profile}: {SKIP}` in {MANIFEST}): "
+            + ", ".join(skipped)
+        )
     if not runs:
         print(f"no notebooks in {MANIFEST} for profile {args.profile!r}; nothing to do")
     results = []

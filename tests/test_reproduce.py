@@ -157,9 +157,14 @@ def test_missing_notebook_names_path(tmp_path):
         ([{"slug": "a", "notebooks": [{"default": {}}]}], "with a `name`"),
         (
             [{"slug": "a", "notebooks": [{"name": "x", "fast": {}}]}],
-            "'fast', which is not a profile",
+            "'fast', which is neither a profile nor one of",
         ),
         ([{"slug": "a", "notebooks": [{"name": "x", "default": [1]}]}], "must be a mapping"),
+        (
+            [{"slug": "a", "notebooks": [{"name": "x", "default": "skp"}]}],
+            r"'default' value of a/x must be a mapping .* or the string 'skip'.*got 'skp'",
+        ),
+        ([{"slug": "a", "notebooks": [{"name": "x", "paper": True}]}], "or the string 'skip'"),
         ([{"slug": "a", "colour": "red"}], r"unknown keys \['colour'\]"),
     ],
 )
@@ -167,6 +172,197 @@ def test_bad_manifest_is_named(tmp_path, chapters, match):
     root = _repo(tmp_path, chapters)
     with pytest.raises(ValueError, match=match):
         reproduce.load_manifest(root / "notebooks" / "runs.yml")
+
+
+# ------------------------------------------------------- one source, several pages; skip
+@pytest.fixture
+def sourced(repo):
+    """``repo`` plus two pages of ``demo`` that run ``01_first.ipynb``: ``03_first_big``
+    (its own default, skipped by paper) and ``04_paper_only`` (paper only)."""
+    path = repo / "notebooks" / "runs.yml"
+    manifest = yaml.safe_load(path.read_text())
+    manifest["chapters"][0]["notebooks"] += [
+        {"name": "03_first_big", "source": "01_first", "default": {"n": 9}, "paper": "skip"},
+        {
+            "name": "04_paper_only",
+            "source": "01_first",
+            "smoke": "skip",
+            "default": "skip",
+            "paper": {"n": 11, "label": "paper-only"},
+        },
+    ]
+    path.write_text(yaml.safe_dump(manifest, sort_keys=False))
+    return repo
+
+
+def test_page_runs_its_source_with_its_own_parameters(sourced):
+    runs = {run.key: run for run in _plan(sourced, "default")}
+    assert list(runs) == ["demo/01_first", "demo/02_second", "demo/03_first_big", "other/01_only"]
+    big = runs["demo/03_first_big"]
+    assert big.name == "03_first_big"
+    assert big.source == sourced / "notebooks" / "demo" / "01_first.ipynb"
+    assert big.output == sourced / "book" / "demo" / "03_first_big.ipynb"
+    assert big.parameters == {"n": 9, "profile": "default", "zoo_profile": "default"}
+    assert runs["demo/01_first"].parameters["n"] == 5, "the source's own page is unchanged"
+
+
+@pytest.mark.parametrize(
+    "profile, pages",
+    [
+        ("smoke", ["01_first", "02_second", "03_first_big"]),
+        ("default", ["01_first", "02_second", "03_first_big"]),
+        ("paper", ["01_first", "02_second", "04_paper_only"]),
+    ],
+)
+def test_skip_leaves_a_page_out_of_its_profile(sourced, profile, pages):
+    runs = _plan(sourced, profile, only=["demo"])
+    assert [run.name for run in runs] == pages
+    if profile == "paper":
+        assert runs[-1].parameters == {
+            "n": 11,
+            "label": "paper-only",
+            "profile": "paper",
+            "zoo_profile": "gpu",
+        }
+        assert runs[-1].source.name == "01_first.ipynb"
+
+
+def test_only_a_skipped_page_is_an_error_naming_the_profile(sourced):
+    with pytest.raises(
+        ValueError,
+        match=r"\['demo/04_paper_only'\] in --only are marked "
+        r"`default: skip`.*choose another --profile",
+    ):
+        _plan(sourced, "default", only=["demo/04_paper_only"])
+    (run,) = _plan(sourced, "paper", only=["demo/04_paper_only"])
+    assert run.output == sourced / "_build" / "paper" / "demo" / "04_paper_only.ipynb"
+
+
+def test_page_sources_and_helpers(sourced):
+    manifest = reproduce.load_manifest(sourced / "notebooks" / "runs.yml")
+    assert reproduce.page_sources(manifest) == {
+        "demo/01_first": "demo/01_first",
+        "demo/02_second": "demo/02_second",
+        "demo/03_first_big": "demo/01_first",
+        "demo/04_paper_only": "demo/01_first",
+        "other/01_only": "other/01_only",
+    }
+    entry = {"name": "x", "default": "skip", "paper": {}}
+    assert reproduce.entry_source(entry) == "x"
+    assert reproduce.entry_source({**entry, "source": "y"}) == "y"
+    assert reproduce.is_skipped(entry, "default") and not reproduce.is_skipped(entry, "paper")
+    assert not reproduce.is_skipped(entry, "smoke")
+
+
+def test_source_equal_to_its_name_is_accepted(repo):
+    path = repo / "notebooks" / "runs.yml"
+    path.write_text(
+        path.read_text().replace("- name: 02_second", "- name: 02_second\n    source: 02_second")
+    )
+    manifest = reproduce.load_manifest(path)
+    assert manifest["chapters"][0]["notebooks"][1]["source"] == "02_second"
+    assert [run.source.name for run in _plan(repo, "default", only=["demo"])] == [
+        "01_first.ipynb",
+        "02_second.ipynb",
+    ]
+
+
+@pytest.mark.parametrize(
+    "entry, match",
+    [
+        (
+            {"name": "05_x", "source": "01_nope"},
+            r"`source: 01_nope` of demo/05_x names no notebook: .*demo/01_nope\.ipynb does not "
+            r"exist; notebooks of 'demo': \['01_first', '02_second'\]",
+        ),
+        (
+            {"name": "05_x", "source": "01_first.ipynb"},
+            r"give the stem without \.ipynb: `source: 01_first`",
+        ),
+        ({"name": "05_x", "source": "../other/01_only"}, "must be the file stem of a notebook"),
+        ({"name": "05_x", "source": 3}, "must be the file stem of a notebook"),
+        ({"name": "05_x", "source": None}, "must be the file stem of a notebook"),
+        (
+            {"name": "02_second", "source": "01_first"},
+            r"page demo/02_second runs `source: 01_first`, but notebooks/demo/02_second\.ipynb "
+            "is another source notebook",
+        ),
+    ],
+)
+def test_bad_source_is_named(repo, entry, match):
+    path = repo / "notebooks" / "runs.yml"
+    manifest = yaml.safe_load(path.read_text())
+    notebooks = manifest["chapters"][0]["notebooks"]
+    manifest["chapters"][0]["notebooks"] = [e for e in notebooks if e["name"] != entry["name"]]
+    manifest["chapters"][0]["notebooks"].append(entry)
+    path.write_text(yaml.safe_dump(manifest))
+    with pytest.raises(ValueError, match=match):
+        reproduce.load_manifest(path)
+
+
+def test_toc_and_status_leave_out_default_skipped_pages(sourced):
+    manifest = reproduce.load_manifest(sourced / "notebooks" / "runs.yml")
+    for name in ("01_first", "03_first_big", "04_paper_only"):  # 04: a stale leftover
+        _page(sourced / "book" / "demo" / f"{name}.ipynb")
+    (chapter,) = reproduce.build_toc(manifest, sourced)["parts"][0]["chapters"]
+    assert chapter == {
+        "file": "book/demo/01_first",
+        "sections": [{"file": "book/demo/03_first_big"}],
+    }
+    status = reproduce.chapter_status_markdown(manifest, sourced)
+    assert "(2 of 3 notebooks executed; 1 more not run by the default profile)" in status
+    manifest["chapters"][1]["notebooks"][0]["default"] = "skip"
+    status = reproduce.chapter_status_markdown(manifest, sourced)
+    assert "| Other | | listed, not run by the default profile |" in status
+    written = reproduce.write_results(manifest, sourced)
+    assert sourced / "book" / "demo" / "_costs.md" in written
+    costs = (sourced / "book" / "demo" / "_costs.md").read_text()
+    assert "03_first_big" in costs and "04_paper_only" not in costs
+
+
+def test_list_names_sources_and_skipped_pages(sourced, capsys):
+    assert reproduce.main(["--root", str(sourced), "--list", "--profile", "default"]) == 0
+    out = capsys.readouterr().out
+    assert "    03_first_big  (runs 01_first.ipynb)  default: {'n': 9}\n" in out
+    assert (
+        "    04_paper_only  (runs 01_first.ipynb)  default: skip (not run under this profile)\n"
+        in out
+    )
+    assert "    02_second\n" in out
+    assert reproduce.main(["--root", str(sourced), "--list", "--profile", "paper"]) == 0
+    out = capsys.readouterr().out
+    assert "03_first_big  (runs 01_first.ipynb)  paper: skip (not run under this profile)" in out
+    assert "04_paper_only  (runs 01_first.ipynb)  paper: {'n': 11, 'label': 'paper-only'}" in out
+
+
+def test_main_executes_a_page_from_its_source(sourced, capsys):
+    common = ["--profile", "default", "--root", str(sourced), "--no-progress"]
+    assert reproduce.main([*common, "--only", "demo/03_first_big", "-p", "label", "x"]) == 0
+    page = nbformat.read(str(sourced / "book" / "demo" / "03_first_big.ipynb"), as_version=4)
+    printed = "".join(
+        o.get("text", "") for c in page.cells if c.cell_type == "code" for o in c.outputs
+    )
+    # n from the page's own entry, the kernel in the source's folder
+    assert "RESULT 90 x default default demo" in printed
+    meta = page.metadata["lmsim"]
+    assert meta["source"] == "notebooks/demo/01_first.ipynb"
+    assert meta["page"] == "demo/03_first_big"
+    assert "executes the source notebook `notebooks/demo/01_first.ipynb`" in page.cells[1].source
+    assert not (sourced / "book" / "demo" / "01_first.ipynb").exists()
+    times = json.loads((sourced / "_build" / "default_times.json").read_text())
+    assert times["demo/03_first_big"]["output"] == "book/demo/03_first_big.ipynb"
+
+
+def test_main_says_which_pages_a_profile_skips(sourced, capsys):
+    path = sourced / "notebooks" / "runs.yml"
+    manifest = yaml.safe_load(path.read_text())
+    manifest["chapters"][1]["notebooks"][0]["default"] = "skip"
+    path.write_text(yaml.safe_dump(manifest))
+    assert reproduce.main(["--root", str(sourced), "--only", "other"]) == 0
+    out = capsys.readouterr().out
+    assert "not run under profile 'default' (`default: skip` in notebooks/runs.yml): " in out
+    assert "other/01_only\n" in out and "nothing to do" in out
+    assert not (sourced / "book").exists()
 
 
 def test_empty_manifest_plans_nothing(tmp_path):

@@ -27,11 +27,14 @@ except ModuleNotFoundError:  # Python 3.10
 
 REPO = Path(__file__).resolve().parents[1]
 MANIFEST = reproduce.load_manifest(REPO / "notebooks" / "runs.yml")
-LISTED = {
-    f"{chapter['slug']}/{entry['name']}": chapter
+# Pages ("slug/name", what book/<slug>/<name>.ipynb is) -> their manifest entry; a page
+# runs its entry's `source` notebook (SOURCE_OF), by default the one of its own name.
+ENTRIES = {
+    f"{chapter['slug']}/{entry['name']}": entry
     for chapter in MANIFEST["chapters"]
     for entry in chapter["notebooks"]
 }
+SOURCE_OF = reproduce.page_sources(MANIFEST)
 SOURCES = sorted((REPO / "notebooks").glob("*/*.ipynb"))
 EXECUTED = sorted((REPO / "book").glob("*/*.ipynb"))
 PROVENANCE_KEYS = {"profile", "parameters", "versions", "device", "wall_time_s", "date", "source"}
@@ -69,14 +72,34 @@ def code_mismatch(source_nb, executed_nb) -> str | None:
     return None
 
 
+def page_source(path: Path, manifest=MANIFEST, repo: Path = REPO) -> tuple[Path | None, str]:
+    """The source notebook an executed page ``book/<slug>/<name>.ipynb`` was run from (the
+    manifest entry's ``source``, else ``<name>``), or None and why the page should not exist."""
+    key = _key(path)
+    entry = {
+        f"{c['slug']}/{e['name']}": e for c in manifest["chapters"] for e in c["notebooks"]
+    }.get(key)
+    if entry is None:
+        return None, f"{path} has no entry in notebooks/runs.yml; delete the page"
+    if reproduce.is_skipped(entry, "default"):
+        return None, (
+            f"{path}: notebooks/runs.yml marks {key} `default: skip`, so the book never runs "
+            "it; delete the page"
+        )
+    source = repo / "notebooks" / path.parent.name / f"{reproduce.entry_source(entry)}.ipynb"
+    if not source.is_file():
+        return None, f"{path}: its source notebook {source} does not exist"
+    return source, ""
+
+
 # ------------------------------------------------------------------------ source notebooks
 def test_manifest_and_notebooks_match():
-    on_disk = {_key(path) for path in SOURCES}
-    assert not on_disk - set(LISTED), (
-        f"notebooks not listed in notebooks/runs.yml: {sorted(on_disk - set(LISTED))}"
+    on_disk, run = {_key(path) for path in SOURCES}, set(SOURCE_OF.values())
+    assert not on_disk - run, (
+        f"notebooks that no page of notebooks/runs.yml runs: {sorted(on_disk - run)}"
     )
-    assert not set(LISTED) - on_disk, (
-        f"notebooks/runs.yml lists notebooks that do not exist: {sorted(set(LISTED) - on_disk)}"
+    assert not run - on_disk, (
+        f"notebooks/runs.yml runs notebooks that do not exist: {sorted(run - on_disk)}"
     )
 
 
@@ -158,12 +181,13 @@ def test_typed_parameter_problems_examples():
     assert "'import os'" in problem
 
 
-@pytest.mark.parametrize("key", sorted(LISTED), ids=sorted(LISTED))
+@pytest.mark.parametrize("key", sorted(ENTRIES), ids=sorted(ENTRIES))
 def test_profile_keys_are_declared_parameters(key):
-    slug, name = key.split("/")
-    entry = next(e for e in LISTED[key]["notebooks"] if e["name"] == name)
-    declared = reproduce.declared_parameters(REPO / "notebooks" / slug / f"{name}.ipynb")
+    entry = ENTRIES[key]
+    declared = reproduce.declared_parameters(REPO / "notebooks" / f"{SOURCE_OF[key]}.ipynb")
     for profile in reproduce.PROFILES:
+        if reproduce.is_skipped(entry, profile):
+            continue
         unknown = set(entry.get(profile) or {}) - set(declared)
         assert not unknown, f"{key}: {profile} sets undeclared parameters {sorted(unknown)}"
 
@@ -176,12 +200,11 @@ def test_paper_profiles_over_all_layers_run_out_of_core():
     pair, they must also keep the pairs' moments out of the shard cache (`cache_pairs:
     false`): page 01's 21 pairs x 14 shards would take 2.9 TB of disk."""
     checked, problems, cached = [], [], []
-    for key, chapter in LISTED.items():
-        slug, name = key.split("/")
-        declared = reproduce.declared_parameters(REPO / "notebooks" / slug / f"{name}.ipynb")
-        if "model_pairs" not in declared:
+    for key, entry in ENTRIES.items():
+        declared = reproduce.declared_parameters(REPO / "notebooks" / f"{SOURCE_OF[key]}.ipynb")
+        if "model_pairs" not in declared or reproduce.is_skipped(entry, "paper"):
             continue
-        paper = next(e for e in chapter["notebooks"] if e["name"] == name).get("paper") or {}
+        paper = entry.get("paper") or {}
         checked.append(key)
         if not paper.get("layers") and not paper.get("model_pairs"):
             problems.append(key)
@@ -204,10 +227,8 @@ def test_paper_profiles_over_all_layers_run_out_of_core():
 # --------------------------------------------------------------------------- executed pages
 @pytest.mark.parametrize("path", EXECUTED, ids=_ids(EXECUTED))
 def test_executed_page_code_matches_source(path):
-    source = REPO / "notebooks" / path.parent.name / path.name
-    assert _key(path) in LISTED and source.is_file(), (
-        f"{path} has no source notebook listed in notebooks/runs.yml; delete the page"
-    )
+    source, problem = page_source(path)
+    assert source is not None, problem
     mismatch = code_mismatch(
         nbformat.read(str(source), as_version=4), nbformat.read(str(path), as_version=4)
     )
@@ -225,8 +246,38 @@ def test_executed_page_has_provenance(path):
     assert PROVENANCE_KEYS <= set(meta), f"{path}: provenance lacks {PROVENANCE_KEYS - set(meta)}"
     assert meta["profile"] == "default", f"{path} was executed with profile {meta['profile']!r}"
     assert meta.get("status", "ok") == "ok", f"{path} records a failed execution"
-    assert meta["source"] == f"notebooks/{_key(path)}.ipynb"
+    assert meta["source"] == f"notebooks/{SOURCE_OF[_key(path)]}.ipynb", (
+        f"{path} was executed from {meta['source']}, not from its entry's source notebook"
+    )
     assert any(reproduce.PROVENANCE_TAG in _tags(cell) for cell in nb.cells)
+
+
+def test_page_source_pairs_pages_with_their_entry(tmp_path):
+    for stem in ("01_a", "02_b"):
+        (tmp_path / "notebooks" / "c").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "notebooks" / "c" / f"{stem}.ipynb").write_text("{}")
+    notebooks = [
+        {"name": "01_a"},
+        {"name": "02_b", "source": "02_b"},
+        {"name": "03_a_big", "source": "01_a", "default": {"n": 2}},
+        {"name": "04_a_paper", "source": "01_a", "default": "skip", "paper": {"n": 3}},
+        {"name": "05_gone"},
+    ]
+    manifest = {"chapters": [{"slug": "c", "notebooks": notebooks}]}
+    (tmp_path / "notebooks" / "runs.yml").write_text(yaml.safe_dump(manifest))
+    manifest = reproduce.load_manifest(tmp_path / "notebooks" / "runs.yml")
+    book = tmp_path / "book" / "c"
+
+    def pair(name):
+        return page_source(book / f"{name}.ipynb", manifest, tmp_path)
+
+    source = tmp_path / "notebooks" / "c"
+    assert pair("01_a") == (source / "01_a.ipynb", "")
+    assert pair("02_b") == (source / "02_b.ipynb", "")
+    assert pair("03_a_big") == (source / "01_a.ipynb", "")
+    assert pair("04_a_paper")[0] is None and "`default: skip`" in pair("04_a_paper")[1]
+    assert pair("06_unlisted")[0] is None and "no entry" in pair("06_unlisted")[1]
+    assert pair("05_gone")[0] is None and "05_gone.ipynb does not exist" in pair("05_gone")[1]
 
 
 def test_code_mismatch_detects_edits_and_ignores_injected_cells():
