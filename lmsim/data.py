@@ -1617,9 +1617,10 @@ def _token_task(ds, dataset: str, spec: str) -> Task:
     for part, split in (("train", "train"), ("validation", "validation"), ("test", test_split)):
         if split in ds and not (part == "validation" and split == test_split):
             rows = ds[split]
+            pairs = [(ws, ts) for ws, ts in zip(rows["tokens"], rows[column]) if len(ws)]
             parts[part] = (
-                [[str(w) for w in ws] for ws in rows["tokens"]],
-                [[int(t) for t in ts] for ts in rows[column]],
+                [[str(w) for w in ws] for ws, _ in pairs],
+                [[int(t) for t in ts] for _, ts in pairs],
             )
     ood = dataset in _OOD_NER_SETS or dataset.split("/")[-1] in _OOD_NER_SETS
     types = {t[2:] for t in names if t != "O"}
@@ -1643,6 +1644,16 @@ def _token_task(ds, dataset: str, spec: str) -> Task:
 
 
 # ------------------------------------------------------------------ emotion
+
+
+def _split_70_10_20(n: int, seed: int) -> dict[str, list[int]]:
+    """Seeded train / validation / test positions cut at ``⌊0.7 n⌋`` and ``⌊0.8 n⌋``.
+
+    Integer arithmetic: these cuts reproduce the sizes of Jin et al. (2023)'s Table 4.
+    """
+    order = np.random.default_rng(seed).permutation(n).tolist()
+    a, b = n * 7 // 10, n * 8 // 10
+    return {"train": order[:a], "validation": order[a:b], "test": order[b:]}
 
 
 def _emotion_value(value) -> int:
@@ -1735,9 +1746,7 @@ def emotion_task(path: str | os.PathLike, source: str, seed: int = 0) -> Task:
         idx = {"train": [], "test": list(range(n))}
         how = "all rows as test (out-of-domain source)"
     elif source in EMOTION_SOURCES_IN_DOMAIN or all(s is None for s in splits):
-        order = np.random.default_rng(seed).permutation(n).tolist()
-        a, b = n * 7 // 10, n * 8 // 10
-        idx = {"train": order[:a], "validation": order[a:b], "test": order[b:]}
+        idx = _split_70_10_20(n, seed)
         how = f"seeded 70/10/20 split (seed {seed})"
     else:
         names = {"train": "train", "dev": "validation", "validation": "validation"}
