@@ -27,6 +27,7 @@ import numpy as np
 from lmsim._cache import cache_dir
 from lmsim._io import write_json_atomic
 from lmsim._packages import package_dir
+from lmsim.tasks import Task
 
 __all__ = [
     "OFFLINE_CORPORA",
@@ -1115,7 +1116,10 @@ def _hf_classification(spec: str) -> dict:
         raise ValueError(f"a Hugging Face set is written 'hf:<dataset>[:<config>]', got {spec!r}")
     from datasets import load_dataset
 
-    ds = load_dataset(*parts)
+    return _classification_parts(load_dataset(*parts), spec)
+
+
+def _classification_parts(ds, spec: str) -> dict:
     test_split = "validation" if "validation" in ds else "test"
     columns = ds["train"].column_names
     text = next((c for c in _HF_TEXT_COLUMNS if c in columns), None)
@@ -1313,3 +1317,675 @@ def split_sentences(texts: Iterable[str], max_words: int | None = None) -> list[
                 if words and (max_words is None or len(words) <= max_words):
                     out.append(words)
     return out
+
+
+# --------------------------------------------------------------------------------------
+# Tasks of every kind: load_task
+# --------------------------------------------------------------------------------------
+
+TASK_SETS: dict[str, str] = {
+    **CLASSIFICATION_SETS,
+    "smoke-pairs": "generated sentence pairs, 2 classes (both halves matter); no files",
+    "smoke-regression": "generated sentence pairs scored 0-5 (STS-B-like regression); no files",
+    "smoke-multilabel#<domain>": "generated multi-label 'emotion' texts; domains a, b, c, mix",
+    "smoke-ner#<domain>": "generated NER sentences, OntoNotes-style tags in domains a, b, c; "
+    "CoNLL-style tags (PER/LOC/ORG) in domain conll",
+    "hf:glue:<task>": "GLUE: cola, sst2, mrpc, stsb, mnli, qnli, qqp, rte (test = validation)",
+    "hf:conll2012_ontonotesv5:english_v4#<genre>": "OntoNotes 5 NER of one genre: bc bn mz nw tc wb",
+    "hf:conll2003": "CoNLL-2003 English NER",
+    "hf:tner/ttc": "Twitter NER (Rijhwani & Preotiuc-Pietro 2020; gated on the hub)",
+    "emotion:<unified-dataset.jsonl>#<source>": "one source of Bostan & Klinger's unified "
+    "emotion collection, multi-label",
+}
+
+# (text columns, metric) of the GLUE tasks the paper uses (Jin et al. 2023, App. B).
+GLUE_TASKS: dict[str, tuple[tuple[str, ...], str]] = {
+    "cola": (("sentence",), "matthews"),
+    "sst2": (("sentence",), "accuracy"),
+    "mrpc": (("sentence1", "sentence2"), "accuracy"),
+    "stsb": (("sentence1", "sentence2"), "pearson"),
+    "mnli": (("premise", "hypothesis"), "accuracy"),
+    "qnli": (("question", "sentence"), "accuracy"),
+    "qqp": (("question1", "question2"), "accuracy"),
+    "rte": (("sentence1", "sentence2"), "accuracy"),
+}
+
+ONTONOTES_GENRES = ("bc", "bn", "mz", "nw", "pt", "tc", "wb")
+
+# Tag sets of token datasets whose tag column is a plain int (no ClassLabel): position =
+# id, from the dataset card's label2id (tner/ttc: {"B-LOC": 0, "B-ORG": 1, "B-PER": 2,
+# "I-LOC": 3, "I-ORG": 4, "I-PER": 5, "O": 6}).
+TOKEN_TAG_SETS: dict[str, tuple[str, ...]] = {
+    "tner/ttc": ("B-LOC", "B-ORG", "B-PER", "I-LOC", "I-ORG", "I-PER", "O"),
+}
+
+# The out-of-domain NER sets are scored on PER, LOC and ORG only, as the paper's released
+# code does (its label space; MISC has no OntoNotes counterpart).
+_OOD_NER_TYPES = ("PER", "LOC", "ORG")
+_OOD_NER_SETS = ("conll2003", "tner/ttc")
+
+# The unified collection's fixed emotion list (Bostan & Klinger 2018, create_unified_dataset):
+# every emotion model shares one head of this shape.
+EMOTIONS = (
+    "joy", "anger", "sadness", "disgust", "fear", "trust", "surprise", "love", "noemo",
+    "confusion", "anticipation", "shame", "guilt",
+)  # fmt: skip
+EMOTION_SOURCES_IN_DOMAIN = ("dailydialog", "crowdflower", "tec", "tales-emotion", "isear")
+EMOTION_SOURCES_OOD = ("emoint", "ssec", "electoraltweets", "grounded_emotions", "affectivetext")
+# The six emotions every paper source has; out-of-domain macro-F1 averages over these.
+EMOTIONS_OOD = ("anger", "disgust", "fear", "joy", "sadness", "surprise")
+# An emotion value counts as present above this (the released code's threshold; intensities
+# such as AffectiveText's are fractions of 1).
+_EMOTION_THRESHOLD = 0.1
+
+
+def load_task(spec: str, seed: int = 0, test_fraction: float = 0.2) -> Task:
+    """Load a task of any kind as a :class:`lmsim.tasks.Task`.
+
+    Parameters
+    ----------
+    spec : str
+        One of (see :data:`TASK_SETS`):
+
+        - ``"bbcnews"``, ``"finefood"``, ``"smoke"``, ``"smoke-adverb"``: single-label
+          classification, the data of :func:`load_classification`, metric accuracy.
+        - ``"hf:glue:<task>"``: the GLUE tasks of :data:`GLUE_TASKS`; pairs where the task
+          has two texts; the official validation split is the test part
+          (``validation_matched`` for MNLI) since test labels are hidden; metric Matthews
+          (CoLA), Pearson (STS-B, a regression on float labels) or accuracy (App. B).
+        - ``"hf:conll2012_ontonotesv5:english_v4#<genre>"``: OntoNotes 5 NER restricted to the
+          sentences of documents whose ``document_id`` starts with ``<genre>/``; the official
+          train / validation / test splits; tags = the ClassLabel names of
+          ``named_entities`` (18 types, IOB2). Any set with OntoNotes' nested schema works.
+        - ``"hf:<dataset>[:<config>]"`` with ``tokens`` and ``ner_tags`` (or ``tags``)
+          columns: NER (``hf:conll2003``, ``hf:tner/ttc``); tags from the ClassLabel, else
+          from :data:`TOKEN_TAG_SETS`. CoNLL-2003 and TTC are scored on PER, LOC and ORG
+          (the paper's released code), other sets on all types.
+        - ``"hf:<dataset>[:<config>]"`` otherwise: single-label classification as
+          :func:`load_classification` reads it.
+        - ``"emotion:<path to unified-dataset.jsonl>#<source>"``: see :func:`emotion_task`.
+        - ``"smoke-pairs"``, ``"smoke-regression"``, ``"smoke-multilabel#<domain>"``,
+          ``"smoke-ner#<domain>"``: generated offline sets of every kind (:func:`smoke_task`).
+    seed : int
+        Seed of generated sets and of splits made here.
+    test_fraction : float
+        For the classification sets without an official split.
+
+    Returns
+    -------
+    Task
+    """
+    if not isinstance(spec, str) or not spec:
+        raise ValueError(f"`spec` must be a non-empty str, got {spec!r}; see data.TASK_SETS")
+    if spec.startswith("emotion:"):
+        path, _, source = spec[len("emotion:") :].rpartition("#")
+        if not path or not source:
+            raise ValueError(
+                f"an emotion task is written 'emotion:<path to unified-dataset.jsonl>#<source>', "
+                f"got {spec!r}"
+            )
+        return emotion_task(path, source, seed=seed)
+    name, _, domain = spec.partition("#")
+    if name in _SMOKE_TASKS:
+        return smoke_task(name, domain or None, seed=seed)
+    if spec.startswith("hf:"):
+        return _hf_task(spec)
+    if domain:
+        raise ValueError(f"{name!r} has no domains; got {spec!r}")
+    if name in CLASSIFICATION_SETS:
+        d = load_classification(name, seed=seed, test_fraction=test_fraction)
+        return Task(
+            name=spec,
+            kind="single_label",
+            label_names=tuple(d["label_names"]),
+            metric="accuracy",
+            train=(d["train_texts"], d["train_labels"]),
+            test=(d["test_texts"], d["test_labels"]),
+            info={"source": CLASSIFICATION_SETS[name]},
+        )
+    raise ValueError(f"unknown task {spec!r}; choose one of {sorted(TASK_SETS)}")
+
+
+# ------------------------------------------------------------------ Hugging Face tasks
+
+
+def _load_hf(dataset: str, config: str | None, spec: str):
+    try:
+        import datasets
+    except ImportError as err:
+        raise ImportError(
+            f"{spec!r} needs Hugging Face `datasets` (`pip install -e .[paper]`); offline, "
+            "use a smoke task (smoke-pairs, smoke-regression, smoke-multilabel#a, smoke-ner#a)"
+        ) from err
+    args = (dataset,) if config is None else (dataset, config)
+    try:
+        return datasets.load_dataset(*args)
+    except Exception as err:  # network and gating errors come in many types
+        raise OSError(
+            f"could not load {spec!r} ({type(err).__name__}: {err}); offline, use a smoke task; "
+            "gated sets (tner/ttc) need access granted on the hub and a login"
+        ) from err
+
+
+def _parse_hf(spec: str) -> tuple[str, str | None, str | None]:
+    body, _, fragment = spec[3:].partition("#")
+    parts = body.split(":")
+    if not parts[0] or len(parts) > 2 or (len(parts) == 2 and not parts[1]):
+        raise ValueError(
+            f"a Hugging Face task is written 'hf:<dataset>[:<config>][#<genre>]', got {spec!r}"
+        )
+    return parts[0], (parts[1] if len(parts) == 2 else None), (fragment or None)
+
+
+def _hf_task(spec: str) -> Task:
+    dataset, config, fragment = _parse_hf(spec)
+    if dataset == "glue":
+        if config not in GLUE_TASKS:
+            raise ValueError(f"GLUE task {config!r} unknown; choose one of {sorted(GLUE_TASKS)}")
+        if fragment:
+            raise ValueError(f"GLUE tasks have no genres; got {spec!r}")
+        return _glue_task(_load_hf(dataset, config, spec), config, spec)
+    ds = _load_hf(dataset, config, spec)
+    if "train" not in ds:
+        raise ValueError(f"{spec!r} has splits {list(ds)}; a task needs a 'train' split")
+    columns = ds["train"].column_names
+    if "sentences" in columns and "document_id" in columns:
+        return _ontonotes_task(ds, fragment, spec)
+    if fragment:
+        raise ValueError(f"only OntoNotes-style sets have genres ('#...'); got {spec!r}")
+    if "tokens" in columns:
+        return _token_task(ds, dataset, spec)
+    d = _classification_parts(ds, spec)
+    return Task(
+        name=spec,
+        kind="single_label",
+        label_names=tuple(d["label_names"]),
+        metric="accuracy",
+        train=(d["train_texts"], d["train_labels"]),
+        test=(d["test_texts"], d["test_labels"]),
+        info={"source": f"Hugging Face {dataset}" + (f" ({config})" if config else "")},
+    )
+
+
+def _feature_names(feature) -> list[str] | None:
+    """ClassLabel names inside a (possibly nested Sequence / List) feature, else None."""
+    for _ in range(8):
+        if hasattr(feature, "names"):
+            return list(feature.names)
+        if isinstance(feature, (list, tuple)) and len(feature) == 1:
+            feature = feature[0]
+        elif hasattr(feature, "feature"):
+            feature = feature.feature
+        else:
+            return None
+    return None
+
+
+def _glue_task(ds, name: str, spec: str) -> Task:
+    columns, metric = GLUE_TASKS[name]
+    test_split = "validation_matched" if name == "mnli" else "validation"
+    missing = [c for c in (*columns, "label") if c not in ds["train"].column_names]
+    if missing or test_split not in ds:
+        raise ValueError(
+            f"{spec!r} lacks columns {missing} or split {test_split!r}: columns "
+            f"{ds['train'].column_names}, splits {list(ds)}"
+        )
+    parts = {}
+    for part, split in (("train", "train"), ("test", test_split)):
+        texts = [list(ds[split][c]) for c in columns]
+        inputs = [str(t) for t in texts[0]] if len(columns) == 1 else list(zip(*texts))
+        inputs = [x if isinstance(x, str) else (str(x[0]), str(x[1])) for x in inputs]
+        labels = list(ds[split]["label"])
+        labels = [float(y) for y in labels] if metric == "pearson" else [int(y) for y in labels]
+        parts[part] = (inputs, labels)
+    regression = metric == "pearson"
+    return Task(
+        name=spec,
+        kind="regression" if regression else "single_label",
+        label_names=("score",) if regression else tuple(ds["train"].features["label"].names),
+        metric=metric,
+        train=parts["train"],
+        test=parts["test"],
+        info={
+            "source": f"GLUE {name} (Hugging Face glue/{name})",
+            "test_split": test_split,
+            "note": "GLUE's test labels are hidden: the validation split is the test part",
+            "sizes": {p: len(v[0]) for p, v in parts.items()},
+        },
+    )
+
+
+def _ontonotes_task(ds, genre: str | None, spec: str) -> Task:
+    if genre is not None and genre not in ONTONOTES_GENRES:
+        raise ValueError(f"OntoNotes genre {genre!r} unknown; choose one of {ONTONOTES_GENRES}")
+    sentence_feature = ds["train"].features["sentences"]
+    names = None
+    if isinstance(sentence_feature, (list, tuple)):
+        names = _feature_names(sentence_feature[0]["named_entities"])
+    elif hasattr(sentence_feature, "feature"):
+        names = _feature_names(sentence_feature.feature["named_entities"])
+    if names is None:
+        raise ValueError(f"{spec!r}: `named_entities` carries no ClassLabel names")
+    parts, n_empty = {}, 0
+    for part, split in (("train", "train"), ("validation", "validation"), ("test", "test")):
+        if split not in ds:
+            continue
+        words, tags = [], []
+        for doc in ds[split].select_columns(["document_id", "sentences"]):
+            if genre is not None and not doc["document_id"].startswith(f"{genre}/"):
+                continue
+            for sentence in doc["sentences"]:
+                if not sentence["words"]:
+                    n_empty += 1
+                    continue
+                words.append([str(w) for w in sentence["words"]])
+                tags.append([int(t) for t in sentence["named_entities"]])
+        parts[part] = (words, tags)
+    if not parts.get("train", ([],))[0] or not parts.get("test", ([],))[0]:
+        raise ValueError(f"{spec!r}: no sentences of genre {genre!r} in the train and test splits")
+    return Task(
+        name=spec,
+        kind="token",
+        label_names=tuple(names),
+        metric="entity_f1",
+        train=parts["train"],
+        validation=parts.get("validation"),
+        test=parts["test"],
+        info={
+            "source": "OntoNotes 5 (CoNLL-2012 format)" + (f", genre {genre}" if genre else ""),
+            "sizes": {p: len(v[0]) for p, v in parts.items()},
+            "empty_sentences_dropped": n_empty,
+        },
+    )
+
+
+def _token_task(ds, dataset: str, spec: str) -> Task:
+    columns = ds["train"].column_names
+    column = next((c for c in ("ner_tags", "tags") if c in columns), None)
+    if column is None:
+        raise ValueError(f"{spec!r} has `tokens` but no `ner_tags` or `tags` column: {columns}")
+    names = _feature_names(ds["train"].features[column])
+    if names is None:
+        names = TOKEN_TAG_SETS.get(dataset)
+    if names is None:
+        raise ValueError(
+            f"{spec!r}: `{column}` is not a ClassLabel; add the set's tags (in id order) to "
+            f"lmsim.data.TOKEN_TAG_SETS[{dataset!r}]"
+        )
+    test_split = "test" if "test" in ds else "validation"
+    parts = {}
+    for part, split in (("train", "train"), ("validation", "validation"), ("test", test_split)):
+        if split in ds and not (part == "validation" and split == test_split):
+            rows = ds[split]
+            pairs = [(ws, ts) for ws, ts in zip(rows["tokens"], rows[column]) if len(ws)]
+            parts[part] = (
+                [[str(w) for w in ws] for ws, _ in pairs],
+                [[int(t) for t in ts] for _, ts in pairs],
+            )
+    ood = dataset in _OOD_NER_SETS or dataset.split("/")[-1] in _OOD_NER_SETS
+    types = {t[2:] for t in names if t != "O"}
+    scored = tuple(t for t in _OOD_NER_TYPES if t in types) if ood else None
+    return Task(
+        name=spec,
+        kind="token",
+        label_names=tuple(names),
+        metric="entity_f1",
+        train=parts["train"],
+        validation=parts.get("validation"),
+        test=parts["test"],
+        scored_labels=scored or None,
+        info={
+            "source": f"Hugging Face {dataset}",
+            "test_split": test_split,
+            "sizes": {p: len(v[0]) for p, v in parts.items()},
+            "note": "scored on PER, LOC, ORG as the paper's released code" if scored else "",
+        },
+    )
+
+
+# ------------------------------------------------------------------ emotion
+
+
+def _split_70_10_20(n: int, seed: int) -> dict[str, list[int]]:
+    """Seeded train / validation / test positions cut at ``⌊0.7 n⌋`` and ``⌊0.8 n⌋``.
+
+    Integer arithmetic: these cuts reproduce the sizes of Jin et al. (2023)'s Table 4.
+    """
+    order = np.random.default_rng(seed).permutation(n).tolist()
+    a, b = n * 7 // 10, n * 8 // 10
+    return {"train": order[:a], "validation": order[a:b], "test": order[b:]}
+
+
+def _emotion_value(value) -> int:
+    return int(value is not None and float(value) > _EMOTION_THRESHOLD)
+
+
+def emotion_task(path: str | os.PathLike, source: str, seed: int = 0) -> Task:
+    """One source of Bostan & Klinger's unified emotion collection as a multi-label task.
+
+    The file is ``unified-dataset.jsonl`` as ``create_unified_dataset.py`` writes it: one JSON
+    object per line with ``source``, ``text``, ``emotions`` ({emotion: value or null}) and
+    ``split`` (often null or absent). Only JSON is read; nothing is executed.
+
+    Labels are multi-hot over the collection's fixed :data:`EMOTIONS` (one head shape for
+    every model); a value counts when > 0.1 (the paper's released code's threshold; some
+    sources give intensities), null as 0. ``scored_labels`` are the emotions the source
+    annotates (non-null), and for the out-of-domain sources of :data:`EMOTION_SOURCES_OOD`
+    only those among anger, disgust, fear, joy, sadness, surprise (App. B).
+
+    Splits: the paper's in-domain sources (:data:`EMOTION_SOURCES_IN_DOMAIN`) and any
+    source without ``split`` values get a seeded 70 / 10 / 20 train / validation / test
+    split (cut at ``⌊0.7 n⌋`` and ``⌊0.8 n⌋``, which gives Table 4's sizes exactly when
+    ``n`` matches); the out-of-domain sources are test-only, all rows as test (Table 4
+    counts all their rows; the released code's ``ood_all_is_test``). Other sources with
+    ``split`` values keep them (``dev`` / ``trial`` / ``validation`` -> validation).
+
+    Parameters
+    ----------
+    path : str or path-like
+        ``unified-dataset.jsonl``.
+    source : str
+        E.g. ``"tec"``, ``"isear"``, ``"ssec"``.
+    seed : int
+        Seed of the 70 / 10 / 20 split.
+
+    Returns
+    -------
+    Task
+        ``kind="multi_label"``, ``metric="macro_f1"``. ``info["annotated"]`` lists the
+        annotated emotions: the released code leaves the others out of the loss.
+
+    References
+    ----------
+    Bostan & Klinger (2018), "An analysis of annotated corpora for emotion classification
+    in text"; Jin et al. (2023), App. B and Table 4.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"no emotion collection at {str(path)!r}; build unified-dataset.jsonl with "
+            "https://github.com/sarnthil/unify-emotion-datasets and pass its path"
+        )
+    rows, sources = [], set()
+    with open(path, encoding="utf-8") as fh:
+        for line_no, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise ValueError(f"{str(path)!r} line {line_no} is not JSON: {err}") from err
+            sources.add(row.get("source"))
+            if row.get("source") == source:
+                rows.append(row)
+    if not rows:
+        raise ValueError(
+            f"source {source!r} not in {str(path)!r}; it holds {sorted(map(str, sources))}"
+        )
+    texts, labels, annotated, n_empty = [], [], set(), 0
+    for row in rows:
+        text = str(row.get("text") or "").strip()
+        if not text:
+            n_empty += 1
+            continue
+        emotions = row.get("emotions") or {}
+        unknown = set(emotions) - set(EMOTIONS)
+        if unknown:
+            raise ValueError(f"{source!r} uses emotions {sorted(unknown)} outside {EMOTIONS}")
+        annotated |= {e for e, v in emotions.items() if v is not None}
+        texts.append(text)
+        labels.append([_emotion_value(emotions.get(e)) for e in EMOTIONS])
+    annotated_names = tuple(e for e in EMOTIONS if e in annotated)
+    ood = source in EMOTION_SOURCES_OOD
+    scored = tuple(e for e in annotated_names if e in EMOTIONS_OOD) if ood else annotated_names
+    if not scored:
+        raise ValueError(f"source {source!r} annotates none of the emotions scored")
+    splits = [(row.get("split") or None) for row in rows if str(row.get("text") or "").strip()]
+    n = len(texts)
+    if ood:
+        idx = {"train": [], "test": list(range(n))}
+        how = "all rows as test (out-of-domain source)"
+    elif source in EMOTION_SOURCES_IN_DOMAIN or all(s is None for s in splits):
+        idx = _split_70_10_20(n, seed)
+        how = f"seeded 70/10/20 split (seed {seed})"
+    else:
+        names = {"train": "train", "dev": "validation", "validation": "validation"}
+        names |= {"trial": "validation", "test": "test"}
+        idx = {"train": [], "validation": [], "test": []}
+        for i, s in enumerate(splits):
+            idx[names.get(str(s), "train")].append(i)
+        how = "the source's own splits"
+    parts = {
+        p: ([texts[i] for i in v], [labels[i] for i in v])
+        for p, v in idx.items()
+        if v or p != "validation"
+    }
+    return Task(
+        name=f"emotion:{path.name}#{source}",
+        kind="multi_label",
+        label_names=EMOTIONS,
+        metric="macro_f1",
+        train=parts["train"],
+        validation=parts.get("validation"),
+        test=parts["test"],
+        scored_labels=scored,
+        info={
+            "source": f"unified emotion collection, {source}",
+            "split": how,
+            "annotated": annotated_names,
+            "sizes": {p: len(v[0]) for p, v in parts.items()},
+            "empty_texts_dropped": n_empty,
+        },
+    )
+
+
+# ------------------------------------------------------------------ generated smoke tasks
+
+_SMOKE_SIZES = {"train": 240, "validation": 60, "test": 120}
+_ANIMALS = ["cat", "dog", "bird", "horse", "fox", "owl", "rabbit", "goat"]
+_MACHINES = ["engine", "robot", "computer", "printer", "tractor", "drill", "radio", "pump"]
+_INTENSE = ["bright", "busy", "strange", "happy", "loud", "wild"]
+_CALM = ["quiet", "slow", "gentle", "tired", "plain", "still"]
+_PLACES = ["river", "city", "garden", "house", "market", "village", "forest", "mountain"]
+
+_SMOKE_EMOTIONS = ("joy", "anger", "fear", "sadness", "surprise")
+# Per domain: the cue word of each emotion (None: not annotated there) and the subjects.
+_SMOKE_EMOTION_DOMAINS = {
+    "a": (
+        {"joy": "smiled", "anger": "shouted", "fear": "trembled", "sadness": "wept",
+         "surprise": "gasped"},
+        ["farmer", "shepherd", "miller", "baker", "weaver"],
+    ),
+    "b": (
+        {"joy": "laughed", "anger": "fumed", "fear": "shivered", "sadness": "sobbed",
+         "surprise": "blinked"},
+        ["clerk", "driver", "banker", "lawyer", "porter"],
+    ),
+    "c": (
+        {"joy": "grinned", "anger": "raged", "fear": "cowered", "sadness": "sighed",
+         "surprise": None},
+        ["sailor", "captain", "fisher", "diver", "pilot"],
+    ),
+}  # fmt: skip
+_SMOKE_NER_ONTO = (
+    "O",
+    "B-PERSON",
+    "I-PERSON",
+    "B-GPE",
+    "I-GPE",
+    "B-ORG",
+    "I-ORG",
+    "B-DATE",
+    "I-DATE",
+)
+_SMOKE_NER_CONLL = ("O", "B-PER", "I-PER", "B-LOC", "I-LOC", "B-ORG", "I-ORG")
+# Per domain: first names, family names, places, organisations (multi-word ones give I- tags).
+_SMOKE_NER_DOMAINS = {
+    "a": (["Anna", "Boris", "Clara", "Dmitri"], ["Ivanova", "Petrov", "Sokolova"],
+          ["Kazan", "Omsk", "Tver", "Nizhny Novgorod"], ["Volga Bank", "Ural Steel", "Taiga"]),
+    "b": (["Kenji", "Yuki", "Haruto", "Emi"], ["Tanaka", "Sato", "Mori"],
+          ["Osaka", "Nara", "Sendai", "Kita Kyushu"], ["Sakura Bank", "Fuji Motors", "Kaze"]),
+    "c": (["Amara", "Kofi", "Zuri", "Tendai"], ["Mensah", "Okafor", "Dube"],
+          ["Accra", "Kumasi", "Lagos", "Port Harcourt"], ["Volta Power", "Niger Mills", "Baobab"]),
+}  # fmt: skip
+_SMOKE_DATES = [["Monday"], ["Friday"], ["May", "3"], ["June", "12"], ["last", "year"]]
+_SMOKE_NER_TEMPLATES = [
+    "{PER} visited {LOC} on {DATE} .",
+    "{PER} works for {ORG} in {LOC} .",
+    "{ORG} opened an office in {LOC} .",
+    "the report from {ORG} named {PER} .",
+    "on {DATE} , {PER} left {LOC} for {LOC} .",
+    "we met {PER} at the station .",
+]
+
+
+def _smoke_pair(rng: random.Random, label: int) -> tuple[str, str]:
+    # "entailment" iff the premise is about an animal AND the hypothesis says something
+    # alive moved: both halves matter, and the rule stays linearly separable.
+    animal, alive = (
+        (True, True) if label else rng.choice([(True, False), (False, True), (False, False)])
+    )
+    noun = rng.choice(_ANIMALS if animal else _MACHINES)
+    premise = f"{rng.choice(_DETS)} {rng.choice(_ADJS)} {noun} {rng.choice(_VERBS)} {rng.choice(_DETS)} {rng.choice(_PLACES)} ."
+    hypothesis = rng.choice(
+        ["something alive moved .", "a living thing moved ."]
+        if alive
+        else ["nothing happened .", "no one moved ."]
+    )
+    return premise, hypothesis
+
+
+def _smoke_intense_sentence(rng: random.Random) -> tuple[str, int]:
+    k = rng.randint(0, 2)
+    adjs = rng.sample(_INTENSE, k) + rng.sample(_CALM, 2 - k)
+    rng.shuffle(adjs)
+    text = f"the {adjs[0]} {rng.choice(_NOUNS)} {rng.choice(_VERBS)} the {adjs[1]} {rng.choice(_NOUNS)} ."
+    return text, k
+
+
+def _smoke_emotion_example(rng: random.Random, domain: str) -> tuple[str, list[int]]:
+    if domain == "mix":
+        domain = rng.choice(sorted(_SMOKE_EMOTION_DOMAINS))
+    cues, subjects = _SMOKE_EMOTION_DOMAINS[domain]
+    available = [e for e in _SMOKE_EMOTIONS if cues[e]]
+    k = rng.choices([0, 1, 2], weights=[1, 6, 3])[0]
+    chosen = rng.sample(available, k)
+    verbs = [cues[e] for e in chosen] or ["waited"]
+    text = f"the {rng.choice(subjects)} {' and '.join(verbs)} {rng.choice(_ADVS)} ."
+    return text, [int(e in chosen) for e in _SMOKE_EMOTIONS]
+
+
+def _smoke_ner_example(rng: random.Random, domain: str) -> tuple[list[str], list[str]]:
+    conll = domain == "conll"
+    words, tags = [], []
+    for token in rng.choice(_SMOKE_NER_TEMPLATES).split():
+        if not token.startswith("{"):
+            words.append(token)
+            tags.append("O")
+            continue
+        firsts, lasts, places, orgs = _SMOKE_NER_DOMAINS[
+            rng.choice(sorted(_SMOKE_NER_DOMAINS)) if conll else domain
+        ]
+        slot = token[1:-1]
+        if slot == "PER":
+            span = [rng.choice(firsts)] + ([rng.choice(lasts)] if rng.random() < 0.5 else [])
+            typ = "PER" if conll else "PERSON"
+        elif slot == "LOC":
+            span, typ = rng.choice(places).split(), ("LOC" if conll else "GPE")
+        elif slot == "ORG":
+            span, typ = rng.choice(orgs).split(), "ORG"
+        else:
+            span, typ = list(rng.choice(_SMOKE_DATES)), (None if conll else "DATE")
+        words += span
+        tags += ["O"] * len(span) if typ is None else [f"B-{typ}"] + [f"I-{typ}"] * (len(span) - 1)
+    return words, tags
+
+
+_SMOKE_TASKS = {
+    "smoke-pairs": None,
+    "smoke-regression": None,
+    "smoke-multilabel": (*sorted(_SMOKE_EMOTION_DOMAINS), "mix"),
+    "smoke-ner": (*sorted(_SMOKE_NER_DOMAINS), "conll"),
+}
+
+
+def smoke_task(name: str, domain: str | None = None, seed: int = 0) -> Task:
+    """A tiny generated task of each kind, offline, seeded; learnable by a tiny model quickly.
+
+    Parameters
+    ----------
+    name : {"smoke-pairs", "smoke-regression", "smoke-multilabel", "smoke-ner"}
+        ``smoke-pairs``: sentence pairs, single-label, "entailment" when the premise is about
+        an animal and the hypothesis says something alive moved (both halves matter).
+        ``smoke-regression``: sentence pairs scored ``1.25 ×`` the number of "intense"
+        adjectives in both (0 to 5, STS-B-like), metric Pearson.
+        ``smoke-multilabel``: texts with 0 to 2 emotion cue verbs, multi-label over joy,
+        anger, fear, sadness, surprise (macro-F1 over the annotated ones).
+        ``smoke-ner``: sentences with persons, places, organisations and dates, IOB2 tags.
+    domain : str
+        ``smoke-multilabel``: ``a``, ``b``, ``c`` (one label space, each domain its own cue
+        verbs and subjects, so models trained on them differ; ``c`` does not annotate
+        surprise) or ``mix`` (cues of all domains: an out-of-domain test set).
+        ``smoke-ner``: ``a``, ``b``, ``c`` (OntoNotes-style tags PERSON, GPE, ORG, DATE; each
+        domain its own names) or ``conll`` (names of all domains, CoNLL-style tags PER, LOC,
+        ORG, no dates: score a domain model with ``type_map=tasks.ONTONOTES_TO_CONLL``).
+    seed : int
+
+    Returns
+    -------
+    Task
+        240 train, 60 validation and 120 test examples.
+    """
+    if name not in _SMOKE_TASKS:
+        raise ValueError(f"unknown smoke task {name!r}; choose one of {sorted(_SMOKE_TASKS)}")
+    domains = _SMOKE_TASKS[name]
+    if domains is None and domain is not None:
+        raise ValueError(f"{name!r} has no domains; got domain {domain!r}")
+    if domains is not None and domain not in domains:
+        raise ValueError(
+            f"{name!r} needs a domain, '{name}#<domain>' with one of {list(domains)}; got {domain!r}"
+        )
+    spec = name if domain is None else f"{name}#{domain}"
+    parts = {}
+    for offset, (part, n) in enumerate(_SMOKE_SIZES.items()):
+        rng = random.Random(f"{spec}|{seed}|{offset}")
+        if name == "smoke-pairs":
+            labels = [i % 2 for i in range(n)]
+            rng.shuffle(labels)
+            inputs = [_smoke_pair(rng, y) for y in labels]
+        elif name == "smoke-regression":
+            pairs = [(_smoke_intense_sentence(rng), _smoke_intense_sentence(rng)) for _ in range(n)]
+            inputs = [(a[0], b[0]) for a, b in pairs]
+            labels = [1.25 * (a[1] + b[1]) for a, b in pairs]
+        elif name == "smoke-multilabel":
+            inputs, labels = map(
+                list, zip(*(_smoke_emotion_example(rng, domain) for _ in range(n)))
+            )
+        else:
+            inputs, labels = map(list, zip(*(_smoke_ner_example(rng, domain) for _ in range(n))))
+        parts[part] = (inputs, labels)
+    info = {"source": "generated", "seed": seed, "sizes": dict(_SMOKE_SIZES)}
+    if domain is not None:
+        info["domain"] = domain
+    if name == "smoke-pairs":
+        return Task(
+            spec, "single_label", ("not_entailment", "entailment"), "accuracy", **parts, info=info
+        )
+    if name == "smoke-regression":
+        return Task(spec, "regression", ("score",), "pearson", **parts, info=info)
+    if name == "smoke-multilabel":
+        annotated = [
+            e for e in _SMOKE_EMOTIONS if domain == "mix" or _SMOKE_EMOTION_DOMAINS[domain][0][e]
+        ]
+        return Task(
+            spec,
+            "multi_label",
+            _SMOKE_EMOTIONS,
+            "macro_f1",
+            **parts,
+            scored_labels=tuple(annotated),
+            info=info,
+        )
+    names = _SMOKE_NER_CONLL if domain == "conll" else _SMOKE_NER_ONTO
+    parts = {p: (x, [[names.index(t) for t in s] for s in y]) for p, (x, y) in parts.items()}
+    return Task(spec, "token", names, "entity_f1", **parts, info=info)
