@@ -35,6 +35,7 @@ __all__ = [
     "encode_inputs",
     "pad_batch",
     "model_kind",
+    "resolve_kind",
     "forward_keys",
     "word_tokenizer",
 ]
@@ -264,6 +265,19 @@ def model_kind(model) -> str:
     if problem == "regression" or (problem is None and getattr(config, "num_labels", 2) == 1):
         return "regression"
     return "single_label"
+
+
+def resolve_kind(model, kind: str | None = None) -> str:
+    """``kind``, or the model's own (:func:`model_kind`) when None; raises when a token kind
+    meets a sequence classifier or the reverse."""
+    own = model_kind(model)
+    kind = own if kind is None else check_kind(kind)
+    if (kind == "token") != (own == "token"):
+        raise ValueError(
+            f"`kind`={kind!r} but the model is a {type(model).__name__}; token kinds need a "
+            "...ForTokenClassification model and sequence kinds a sequence classifier"
+        )
+    return kind
 
 
 def forward_keys(model, keys) -> list[str]:

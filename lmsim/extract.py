@@ -65,7 +65,14 @@ from tqdm.auto import tqdm
 from lmsim._io import check_record, file_record, move_aside, write_atomic, write_json_atomic
 from lmsim._runtime import architecture, autocast_dtype, resolve_device
 from lmsim.blocks import block_name
-from lmsim.encoding import encode_inputs, forward_keys, input_form, model_kind, pad_batch
+from lmsim.encoding import (
+    encode_inputs,
+    forward_keys,
+    input_form,
+    model_kind,
+    pad_batch,
+    resolve_kind,
+)
 from lmsim.encoding import word_tokenizer as _word_tokenizer
 from lmsim.moments import Moments
 
@@ -1656,17 +1663,6 @@ def _pad_id(tokenizer) -> int | None:
     return getattr(tokenizer, "pad_token_id", None)
 
 
-def _check_model_kind(model: nn.Module, kind: str | None) -> str:
-    own = model_kind(model)
-    kind = own if kind is None else kind
-    if (kind == "token") != (own == "token"):
-        raise ValueError(
-            f"`kind`={kind!r} but the model is a {type(model).__name__}; token kinds need a "
-            "...ForTokenClassification model and sequence kinds a sequence classifier"
-        )
-    return kind
-
-
 def extract_logits(
     model: nn.Module,
     tokenizer,
@@ -1703,7 +1699,7 @@ def extract_logits(
     float64 arrays of shape (n_words_i, n_labels): each word's first sub-word's logits, NaN
     rows for words cut off by truncation.
     """
-    kind = _check_model_kind(model, kind)
+    kind = resolve_kind(model, kind)
     enc = encode_inputs(tokenizer, inputs, max_length, kind)
     pad_id = _pad_id(tokenizer)
     step = int(batch_size) if pad_id is not None else 1
