@@ -25,7 +25,13 @@ Attentions
 
 Linear-layer inputs
     :func:`extract_linear_grams` records the inputs of every ``nn.Linear`` (and GPT-2
-    ``Conv1D``) with forward pre-hooks, the statistics RegMean merges with.
+    ``Conv1D``) with forward pre-hooks, the statistics RegMean merges with, on texts, text
+    pairs or word lists encoded as fine-tuning encodes them (:mod:`lmsim.encoding`).
+
+Classifier logits
+    :func:`extract_logits` runs a sequence or token classifier over the same encodings
+    (word-level logits for token classifiers); :func:`model_inputs` is the one place a
+    padded batch becomes the tensors a model takes.
 
 Conventions shared by all extractors
     * Padding is on the right and the attention mask hides it; padded positions never

@@ -1,4 +1,4 @@
-"""Fine-tuned sequence classifiers for the merging chapter, through lmsim's one training loop.
+"""Fine-tuned classifiers for the merging chapter, through lmsim's one training loop.
 
 :func:`finetune` fine-tunes a copy of a pretrained encoder (any name :func:`lmsim.models.
 load_model` knows: ``minilm-l6``, ``tiny-bert``, a hub id) with a fresh classification head on
@@ -15,6 +15,13 @@ checkpoints and exact resume) and cache the result like the zoo:
 - :func:`load_finetuned` checks the recorded sizes and moves a damaged folder aside (it is
   then trained again);
 - an interrupted run resumes from the training loop's checkpoint in ``.<folder>.partial``.
+
+Task kinds (:data:`lmsim.encoding.KINDS`). ``kind="single_label"`` (the default),
+``"multi_label"`` and ``"regression"`` fine-tune a sequence classifier on texts or text pairs
+(``problem_type`` set for the last two), ``"token"`` a token classifier on word lists with
+one label per word on its first sub-word; one loss function is keyed by the kind
+(:func:`_loss`) and every input goes through :func:`lmsim.encoding.encode_inputs`. A
+single-label task on plain texts keeps the digest (and weights) it had before kinds existed.
 
 Frozen layers. ``n_frozen`` with ``freeze="bottom"`` (the default) freezes the embeddings
 and the lowest ``n_frozen`` transformer layers (gradients flow only through the layers
