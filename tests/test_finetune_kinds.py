@@ -9,6 +9,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
+import subprocess
+import sys
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -125,6 +128,22 @@ def test_inputs_errors_name_the_problem(bases):
         encode_inputs(tok, ["not split"], 8, "token")
     with pytest.raises(ValueError, match="`kind` must be one of"):
         encode_inputs(tok, ["x"], 8, "ner")
+
+
+def test_encoding_is_torch_free():
+    code = "import sys, lmsim.encoding; sys.exit('torch' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+def test_model_kind_follows_the_class_then_problem_type():
+    def fake(cls_name, **config):
+        return type(cls_name, (), {"config": SimpleNamespace(**config)})()
+
+    assert model_kind(fake("BertForTokenClassification", num_labels=1)) == "token"
+    assert model_kind(fake("M", problem_type="multi_label_classification")) == "multi_label"
+    assert model_kind(fake("M", problem_type="regression", num_labels=1)) == "regression"
+    assert model_kind(fake("M", problem_type=None, num_labels=1)) == "regression"  # HF's rule
+    assert model_kind(fake("M", problem_type=None, num_labels=3)) == "single_label"
 
 
 # ------------------------------------------------------------------ losses
