@@ -68,6 +68,7 @@ def build_base(arch: str, root: Path, seed: int = 0) -> str:
             vocab_size=len(tok),
             hidden_size=16,
             max_position_embeddings=66,
+            type_vocab_size=1,  # as roberta-base: one segment row
             pad_token_id=tok.pad_token_id,
             bos_token_id=tok.bos_token_id,
             eos_token_id=tok.eos_token_id,

@@ -19,7 +19,7 @@ import torch
 from _kinds import ARCHS, TAGS, TASKS, build_base, pairs_task, token_task
 from transformers import AutoTokenizer
 
-from lmsim.encoding import encode_inputs, model_kind, pad_batch
+from lmsim.encoding import encode_inputs, forward_keys, model_kind, pad_batch
 from lmsim.finetune import (
     FinetuneSettings,
     _check_task,
@@ -144,6 +144,16 @@ def test_model_kind_follows_the_class_then_problem_type():
     assert model_kind(fake("M", problem_type="regression", num_labels=1)) == "regression"
     assert model_kind(fake("M", problem_type=None, num_labels=1)) == "regression"  # HF's rule
     assert model_kind(fake("M", problem_type=None, num_labels=3)) == "single_label"
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_segment_ids_reach_only_models_with_segment_embeddings(bases, arch):
+    from transformers import AutoModelForSequenceClassification
+
+    model = AutoModelForSequenceClassification.from_pretrained(bases[arch])
+    keys = ["input_ids", "attention_mask", "token_type_ids"]
+    assert forward_keys(model, keys) == keys[: 3 if arch == "bert" else 2]
+    assert forward_keys(model, keys[:2]) == keys[:2]
 
 
 # ------------------------------------------------------------------ losses
