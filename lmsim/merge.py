@@ -22,7 +22,8 @@ Layout
       decoders), one model at a time, and returns a :class:`MergeReport` that names how
       each parameter was merged.
     * :func:`collect_grams` and :func:`collect_fishers` compute the statistics a model owner
-      publishes instead of data; :func:`save_grams` / :func:`load_grams` (and the Fisher
+      publishes instead of data, for every task kind (texts, text pairs, word lists;
+      categorical, multi-label Bernoulli, Gaussian regression and per-word likelihoods); :func:`save_grams` / :func:`load_grams` (and the Fisher
       pair) store them as safetensors, which cannot execute code when loaded.
 
 Design decisions
