@@ -25,7 +25,13 @@ Attentions
 
 Linear-layer inputs
     :func:`extract_linear_grams` records the inputs of every ``nn.Linear`` (and GPT-2
-    ``Conv1D``) with forward pre-hooks, the statistics RegMean merges with.
+    ``Conv1D``) with forward pre-hooks, the statistics RegMean merges with, on texts, text
+    pairs or word lists encoded as fine-tuning encodes them (:mod:`lmsim.encoding`).
+
+Classifier logits
+    :func:`extract_logits` runs a sequence or token classifier over the same encodings
+    (word-level logits for token classifiers); :func:`model_inputs` is the one place a
+    padded batch becomes the tensors a model takes.
 
 Conventions shared by all extractors
     * Padding is on the right and the attention mask hides it; padded positions never
@@ -46,7 +52,6 @@ Conventions shared by all extractors
 from __future__ import annotations
 
 import contextlib
-import copy
 import hashlib
 import json
 import os
@@ -66,6 +71,15 @@ from tqdm.auto import tqdm
 from lmsim._io import check_record, file_record, move_aside, write_atomic, write_json_atomic
 from lmsim._runtime import architecture, autocast_dtype, resolve_device
 from lmsim.blocks import block_name
+from lmsim.encoding import (
+    encode_inputs,
+    forward_keys,
+    input_form,
+    model_kind,
+    pad_batch,
+    resolve_kind,
+)
+from lmsim.encoding import word_tokenizer as _word_tokenizer
 from lmsim.moments import Moments
 
 __all__ = [
@@ -73,6 +87,8 @@ __all__ = [
     "extract_activations",
     "extract_attentions",
     "extract_linear_grams",
+    "extract_logits",
+    "model_inputs",
     "scoped_hooks",
     "record_outputs",
     "block_name",
@@ -411,46 +427,6 @@ def _texts_fingerprint(texts: list) -> str:
         digest.update(json.dumps(text, ensure_ascii=False).encode())
         digest.update(b"\x00")
     return digest.hexdigest()
-
-
-def _word_tokenizer(tokenizer):
-    """A tokenizer that treats each pre-split word as if preceded by a space.
-
-    Byte-level BPE (GPT-2, Llama 3, SmolLM) marks a word start with a leading space
-    (``Ġ``); without ``add_prefix_space`` every pre-split word would be tokenised as a
-    word-internal piece, unlike in running text. Returns a modified copy when needed
-    (the caller's tokenizer is never changed). Metaspace tokenizers (SentencePiece) already
-    handle pre-split words.
-    """
-    backend = getattr(tokenizer, "backend_tokenizer", None)
-    if backend is None:
-        raise TypeError(
-            f"pooling='word' needs a fast (Rust-backed) tokenizer for word_ids(); got "
-            f"{type(tokenizer).__name__}: load it with use_fast=True"
-        )
-    pre = backend.pre_tokenizer
-    if pre is None:
-        return tokenizer
-    state = json.loads(pre.__getstate__())
-    if state.get("type") == "ByteLevel":
-        paths = [None] if not state.get("add_prefix_space") else []
-    elif state.get("type") == "Sequence":
-        paths = [
-            i
-            for i, sub in enumerate(state.get("pretokenizers", []))
-            if sub.get("type") == "ByteLevel" and not sub.get("add_prefix_space")
-        ]
-    else:
-        paths = []
-    if not paths:
-        return tokenizer
-    tokenizer = copy.deepcopy(tokenizer)
-    pre = tokenizer.backend_tokenizer.pre_tokenizer
-    for i in paths:
-        (pre if i is None else pre[i]).add_prefix_space = True
-    if hasattr(tokenizer, "add_prefix_space"):
-        tokenizer.add_prefix_space = True
-    return tokenizer
 
 
 def _encode(
@@ -1680,11 +1656,88 @@ def _eager_attention(model: nn.Module):
             model.set_attn_implementation(previous)
 
 
+def model_inputs(model: nn.Module, batch: Mapping[str, np.ndarray], device) -> dict:
+    """The tensors of a :func:`lmsim.encoding.pad_batch` batch that ``model`` takes.
+
+    ``input_ids`` and ``attention_mask`` always, ``token_type_ids`` (pairs) only where the
+    model has segment embeddings (:func:`lmsim.encoding.forward_keys`).
+    """
+    return {k: torch.from_numpy(batch[k]).to(device) for k in forward_keys(model, batch)}
+
+
+def _pad_id(tokenizer) -> int | None:
+    return getattr(tokenizer, "pad_token_id", None)
+
+
+def extract_logits(
+    model: nn.Module,
+    tokenizer,
+    inputs: Sequence,
+    *,
+    kind: str | None = None,
+    max_length: int | None = None,
+    batch_size: int = 64,
+    device=None,
+):
+    """Logits of a classifier on texts, text pairs or word lists, in float64.
+
+    Parameters
+    ----------
+    model : nn.Module
+        A ``...ForSequenceClassification`` or ``...ForTokenClassification`` model.
+    tokenizer : tokenizer
+    inputs : sequence, length n
+        Texts or ``(str, str)`` pairs; lists of words for token classifiers
+        (:func:`lmsim.encoding.encode_inputs`).
+    kind : str, optional
+        The task kind; default the model's (:func:`lmsim.encoding.model_kind`).
+    max_length : int, optional
+        Truncation (special tokens included); None does not truncate.
+    batch_size : int
+        Inputs per forward pass, in the given order, right-padded and masked (one at a
+        time when the tokenizer has no pad token).
+    device : str or torch.device, optional
+        Where the inputs go; default the model's device.
+
+    Returns
+    -------
+    ndarray of shape (n, n_labels), float64, for sequence kinds; for ``"token"`` a list of n
+    float64 arrays of shape (n_words_i, n_labels): each word's first sub-word's logits, NaN
+    rows for words cut off by truncation.
+    """
+    kind = resolve_kind(model, kind)
+    enc = encode_inputs(tokenizer, inputs, max_length, kind)
+    pad_id = _pad_id(tokenizer)
+    step = int(batch_size) if pad_id is not None else 1
+    device = torch.device(device) if device is not None else _model_device(model)
+    was_training = model.training
+    model.eval()
+    rows: list = []
+    try:
+        with torch.inference_mode():
+            for start in range(0, len(inputs), step):
+                idx = list(range(start, min(start + step, len(inputs))))
+                batch = pad_batch(enc, idx, pad_id if pad_id is not None else 0)
+                out = model(**model_inputs(model, batch, device)).logits.double().cpu().numpy()
+                if kind != "token":
+                    rows.append(out)
+                    continue
+                for b, i in enumerate(idx):
+                    words = np.full((len(inputs[i]), out.shape[-1]), np.nan)
+                    where = np.flatnonzero(batch["word_index"][b] >= 0)
+                    words[batch["word_index"][b][where]] = out[b, where]
+                    rows.append(words)
+    finally:
+        model.train(was_training)
+    return rows if kind == "token" else np.concatenate(rows)
+
+
 def extract_linear_grams(
     model: nn.Module,
     tokenizer,
-    texts: Sequence[str],
+    texts: Sequence,
     *,
+    kind: str | None = None,
     batch_size: int = 16,
     max_length: int | None = None,
     device="auto",
@@ -1703,7 +1756,12 @@ def extract_linear_grams(
     model : nn.Module
         A Hugging Face model (task heads included: their inputs are recorded too).
     tokenizer : tokenizer
-    texts : list of str
+    texts : list of str, of (str, str) pairs, or of word lists
+        Encoded by :func:`lmsim.encoding.encode_inputs` as fine-tuning encodes them
+        (pairs with their segment ids; word lists with ``is_split_into_words``).
+    kind : str, optional
+        ``"token"`` reads word lists; default ``"token"`` for a token classifier, texts or
+        pairs otherwise.
     batch_size, max_length, device, dtype, progress
         As in :func:`extract_moments`.
     paper_compat_padding : bool
@@ -1721,11 +1779,14 @@ def extract_linear_grams(
     """
     from transformers.pytorch_utils import Conv1D
 
-    texts = _check_texts(texts, "mean")
+    if kind is None and model_kind(model) == "token":
+        kind = "token"
+    if input_form(texts, kind) == "text":
+        texts = _check_texts(texts, "mean")
     device = resolve_device(device)
     amp_dtype = autocast_dtype(device, dtype)
     (run,) = _prepare({"model": (model, tokenizer)}, "last", max_length, device, dtype)
-    enc = _encode(run, texts, "mean", "last", False, False)
+    enc = encode_inputs(tokenizer, texts, run.max_length, kind)
     linears = {
         name: module
         for name, module in model.named_modules()
@@ -1755,16 +1816,17 @@ def extract_linear_grams(
 
     sort = not paper_compat_padding
     pad_to = max_length if paper_compat_padding else None
-    batches = _batches(np.arange(len(texts)), enc.n_tokens, int(batch_size), sort=sort)
+    lengths = np.array([len(x) for x in enc["input_ids"]], dtype=np.int64)
+    batches = _batches(np.arange(len(texts)), lengths, int(batch_size), sort=sort)
     bar = _progress(len(texts), progress, "linear inputs")
     hooks = [(m, make_hook(n, m), "pre") for n, m in linears.items()]
     try:
         with scoped_hooks(hooks), torch.inference_mode():
             for batch in batches:
-                input_ids, mask = _pad(run, enc, batch, pad_to, device)
-                state["mask"] = mask
+                inputs = model_inputs(model, pad_batch(enc, batch, run.pad_id, pad_to), device)
+                state["mask"] = inputs["attention_mask"]
                 with _autocast(device, amp_dtype):
-                    model(input_ids=input_ids, attention_mask=mask)
+                    model(**inputs)
                 bar.update(len(batch))
     finally:
         bar.close()

@@ -1,4 +1,4 @@
-"""Fine-tuned sequence classifiers for the merging chapter, through lmsim's one training loop.
+"""Fine-tuned classifiers for the merging chapter, through lmsim's one training loop.
 
 :func:`finetune` fine-tunes a copy of a pretrained encoder (any name :func:`lmsim.models.
 load_model` knows: ``minilm-l6``, ``tiny-bert``, a hub id) with a fresh classification head on
@@ -15,6 +15,13 @@ checkpoints and exact resume) and cache the result like the zoo:
 - :func:`load_finetuned` checks the recorded sizes and moves a damaged folder aside (it is
   then trained again);
 - an interrupted run resumes from the training loop's checkpoint in ``.<folder>.partial``.
+
+Task kinds (:data:`lmsim.encoding.KINDS`). ``kind="single_label"`` (the default),
+``"multi_label"`` and ``"regression"`` fine-tune a sequence classifier on texts or text pairs
+(``problem_type`` set for the last two), ``"token"`` a token classifier on word lists with
+one label per word on its first sub-word; one loss function is keyed by the kind
+(:func:`_loss`) and every input goes through :func:`lmsim.encoding.encode_inputs`. A
+single-label task on plain texts keeps the digest (and weights) it had before kinds existed.
 
 Frozen layers. ``n_frozen`` with ``freeze="bottom"`` (the default) freezes the embeddings
 and the lowest ``n_frozen`` transformer layers (gradients flow only through the layers
@@ -55,6 +62,16 @@ from torch import nn
 from lmsim._cache import cache_dir
 from lmsim._io import atomic_dir, move_aside
 from lmsim._runtime import quiet_transformers, resolve_device
+from lmsim.encoding import (
+    IGNORE_INDEX,
+    PROBLEM_TYPES,
+    check_kind,
+    encode_inputs,
+    input_form,
+    model_kind,
+    pad_batch,
+)
+from lmsim.extract import extract_logits, model_inputs
 from lmsim.models import load_model
 from lmsim.training import TrainingRun, TrainSettings, batch_indices, n_params, train
 
@@ -67,6 +84,7 @@ __all__ = [
     "freeze_layers",
     "freeze_lower_layers",
     "predict_logits",
+    "head_pattern",
     "accuracy",
     "majority_baseline",
     "with_head",
@@ -167,33 +185,85 @@ class FinetuneSettings:
 
 
 # ====================================================================== data
-def _check_task(name: str, texts, labels, label_names) -> tuple[list[str], list[int], list[str]]:
-    texts, labels, label_names = list(texts), [int(y) for y in labels], list(label_names)
-    if not texts:
-        raise ValueError(f"task {name!r}: `texts` is empty; pass the training texts")
-    if len(texts) != len(labels):
+def _check_labels(name: str, kind: str, inputs: list, labels, n_labels: int) -> list:
+    """Labels in the kind's JSON-able form; raises naming the task and the bad entries."""
+    if kind == "single_label":
+        labels = [int(y) for y in labels]
+        bad = sorted({y for y in labels if not 0 <= y < n_labels})
+    elif kind == "regression":
+        labels = [float(y) for y in labels]
+        bad = [y for y in labels if not math.isfinite(y)]
+    elif kind == "multi_label":
+        labels = [[int(v) for v in y] for y in labels]
+        bad = [y for y in labels if len(y) != n_labels or not set(y) <= {0, 1}]
+    else:
+        labels = [[int(v) for v in y] for y in labels]
+        bad = [y for y in labels if not all(0 <= v < n_labels for v in y)]
+        lengths = [i for i, (x, y) in enumerate(zip(inputs, labels)) if len(x) != len(y)]
+        if lengths:
+            raise ValueError(
+                f"task {name!r}: inputs[{lengths[0]}] has {len(inputs[lengths[0]])} words but "
+                f"{len(labels[lengths[0]])} labels; token labels are one per word"
+            )
+    if bad:
+        wanted = {
+            "single_label": f"ints in range({n_labels}) indexing `label_names`",
+            "regression": "finite floats",
+            "multi_label": f"multi-hot 0/1 vectors of length {n_labels}",
+            "token": f"per word ints in range({n_labels}) indexing `label_names`",
+        }[kind]
+        raise ValueError(f"task {name!r}: labels {bad[:5]} are outside range; labels are {wanted}")
+    return labels
+
+
+def _check_task(name: str, inputs, labels, label_names, kind: str = "single_label") -> tuple:
+    """``(inputs, labels, label_names, kind)`` checked and normalised for one task."""
+    check_kind(kind)
+    inputs, labels, label_names = list(inputs), list(labels), [str(n) for n in label_names]
+    if not inputs:
+        raise ValueError(f"task {name!r}: `texts` is empty; pass the training inputs")
+    if len(inputs) != len(labels):
         raise ValueError(
-            f"task {name!r}: `texts` and `labels` must have one entry each, got {len(texts)} "
+            f"task {name!r}: `texts` and `labels` must have one entry each, got {len(inputs)} "
             f"and {len(labels)}"
         )
-    if len(label_names) < 2:
-        raise ValueError(f"task {name!r}: needs at least 2 label names, got {label_names}")
-    bad = sorted({y for y in labels if not 0 <= y < len(label_names)})
-    if bad:
+    input_form(inputs, kind)
+    least = {"regression": 1, "multi_label": 1}.get(kind, 2)
+    if len(label_names) < least or (kind == "regression" and len(label_names) != 1):
+        wanted = "exactly 1 (e.g. ['score'])" if kind == "regression" else f"at least {least}"
+        raise ValueError(f"task {name!r}: {kind} needs {wanted} label names, got {label_names}")
+    labels = _check_labels(name, kind, inputs, labels, len(label_names))
+    return inputs, labels, label_names, kind
+
+
+def _unpack(task) -> tuple:
+    """``(inputs, labels, label_names, kind)`` of a 3- or 4-tuple (kind single_label)."""
+    if len(task) not in (3, 4):
         raise ValueError(
-            f"task {name!r}: labels {bad[:5]} are outside range({len(label_names)}); labels "
-            "index `label_names`"
+            f"a task must be (inputs, labels, label_names[, kind]), got {len(task)} items"
         )
-    return texts, labels, [str(n) for n in label_names]
+    return (*task, "single_label")[:4]
 
 
 def _digest(tasks: dict, settings: FinetuneSettings) -> str:
+    """Cache key of a fine-tune: settings, then per task its labels and hashed inputs.
+
+    Single-label tasks on plain texts hash exactly as before task kinds existed (the
+    book's cached models keep their folders); any other kind or input form adds
+    ``{"kind", "form"}`` to the task's header and hashes each pair or word list as JSON.
+    """
     h = hashlib.sha256()
     h.update(json.dumps({"format": _FORMAT, "settings": settings.key()}, sort_keys=True).encode())
-    for name, (texts, labels, label_names) in tasks.items():
-        h.update(json.dumps([name, label_names, labels]).encode())
-        for text in texts:
-            h.update(hashlib.sha256(text.encode()).digest())
+    for name, task in tasks.items():
+        inputs, labels, label_names, kind = _unpack(task)
+        form = input_form(inputs, kind)
+        head = [name, label_names, labels]
+        if kind != "single_label" or form != "text":
+            head.append({"kind": kind, "form": form})
+        h.update(json.dumps(head).encode())
+        for x in inputs:
+            data = x if form == "text" else json.dumps(list(x), ensure_ascii=False)
+            h.update(hashlib.sha256(data.encode()).digest())
     return h.hexdigest()[:16]
 
 
@@ -249,20 +319,33 @@ def freeze_lower_layers(model: nn.Module, n_frozen: int) -> list[str]:
     return freeze_layers(model, n_frozen, "bottom")
 
 
-def _new_classifier(settings: FinetuneSettings, label_names: list[str], head_seed: int, device):
-    """The base model with a fresh head for ``label_names``, drawn from ``head_seed``."""
+def _new_classifier(
+    settings: FinetuneSettings, label_names: list[str], head_seed: int, device, kind: str
+):
+    """The base model with a fresh head for ``label_names``, drawn from ``head_seed``.
+
+    Sequence kinds get ``AutoModelForSequenceClassification`` (``problem_type`` set for
+    multi-label and regression; single-label leaves it unset, as before kinds existed),
+    ``"token"`` gets ``AutoModelForTokenClassification``.
+    """
+    task = "token-classification" if kind == "token" else "sequence-classification"
     torch.manual_seed(head_seed)
-    model, tokenizer = load_model(
-        settings.base,
-        device="cpu",
-        dtype="float32",
-        task="sequence-classification",
-        zoo_profile=settings.zoo_profile,
-    )
+    # The base has no head for this task: transformers' "newly initialized" report is
+    # expected (the head is drawn below), so it stays out of the executed pages.
+    with quiet_transformers(True):
+        model, tokenizer = load_model(
+            settings.base,
+            device="cpu",
+            dtype="float32",
+            task=task,
+            zoo_profile=settings.zoo_profile,
+        )
     config = copy.deepcopy(model.config)
     config.num_labels = len(label_names)
     config.id2label = dict(enumerate(label_names))
     config.label2id = {n: i for i, n in enumerate(label_names)}
+    if kind in ("multi_label", "regression"):
+        config.problem_type = PROBLEM_TYPES[kind]
     torch.manual_seed(head_seed)
     out = type(model)(config)
     # Every pretrained tensor of the right shape; a head of another size stays as drawn.
@@ -274,34 +357,61 @@ def _new_classifier(settings: FinetuneSettings, label_names: list[str], head_see
     return out.to(device), tokenizer
 
 
-def _share_body(models: list[nn.Module]) -> None:
-    """Make every model use the first one's encoder (heads stay separate)."""
-    prefix = models[0].base_model_prefix
-    for model in models[1:]:
-        setattr(model, prefix, getattr(models[0], prefix))
+def _share_body(models: list[nn.Module], kinds: list[str]) -> nn.Module:
+    """Make every model use one encoder (heads stay separate); return the donor model.
+
+    The donor is the first sequence classifier when there is one: its body carries the
+    pooler that sequence heads read (BERT's token classifiers are built without one).
+    """
+    donor = next((m for m, k in zip(models, kinds) if k != "token"), models[0])
+    prefix = donor.base_model_prefix
+    for model in models:
+        if model is not donor:
+            setattr(model, prefix, getattr(donor, prefix))
+    return donor
 
 
-def _encode(tokenizer, texts: list[str], max_length: int) -> list[list[int]]:
-    return tokenizer(texts, truncation=True, max_length=max_length)["input_ids"]
+def _targets(kind: str, labels: list, batch: dict) -> torch.Tensor:
+    """The loss's target tensor for one task's batch (labels of its rows, in order)."""
+    if kind == "single_label":
+        return torch.tensor(labels, dtype=torch.long)
+    if kind in ("multi_label", "regression"):
+        return torch.tensor(labels, dtype=torch.float32)
+    word = batch["word_index"]  # (B, T), -1 off first sub-words
+    out = np.full(word.shape, IGNORE_INDEX, dtype=np.int64)
+    for b, y in enumerate(labels):
+        pos = np.flatnonzero(word[b] >= 0)
+        out[b, pos] = np.asarray(y, dtype=np.int64)[word[b, pos]]
+    return torch.from_numpy(out)
 
 
-def _pad(seqs: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    width = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(seqs), width), dtype=torch.long)
-    for i, s in enumerate(seqs):
-        ids[i, : len(s)] = torch.tensor(s, dtype=torch.long)
-        mask[i, : len(s)] = 1
-    return ids, mask
+def _loss(kind: str, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Mean loss of one task's batch: cross-entropy (single-label), binary cross-entropy
+    with logits (multi-label), squared error (regression), per-token cross-entropy over the
+    labelled first sub-words (token; other positions carry ``IGNORE_INDEX``)."""
+    logits = logits.float()
+    if kind == "single_label":
+        return F.cross_entropy(logits, target)
+    if kind == "multi_label":
+        return F.binary_cross_entropy_with_logits(logits, target)
+    if kind == "regression":
+        return F.mse_loss(logits[:, 0], target)
+    flat, target = logits.reshape(-1, logits.shape[-1]), target.reshape(-1)
+    if not bool((target != IGNORE_INDEX).any()):  # every word truncated away: no signal
+        return flat.sum() * 0.0
+    return F.cross_entropy(flat, target, ignore_index=IGNORE_INDEX)
 
 
-def _run(models, encoded, labels, task_of, settings: FinetuneSettings, pad_id: int, device):
-    """A :class:`TrainingRun` over the pooled examples of every task (one head per task)."""
-    n = len(encoded)
+def _run(models, encoded, labels, task_of, kinds, settings: FinetuneSettings, pad_id, device):
+    """A :class:`TrainingRun` over the pooled examples of every task (one head per task).
+
+    ``encoded[t]`` and ``labels[t]`` hold task ``t``'s encodings and labels; ``task_of``
+    gives each pooled example's ``(task, index within the task)``.
+    """
+    n = len(task_of)
     batch = min(settings.batch_size, n)
     total = max(1, math.ceil(settings.epochs * n / settings.batch_size))
-    labels_t = torch.tensor(labels, dtype=torch.long)
-    task_t = torch.tensor(task_of, dtype=torch.long)
+    task_t = torch.tensor([t for t, _ in task_of], dtype=torch.long)
 
     def loss_fn(step):
         idx = torch.as_tensor(batch_indices(n, batch, step, settings.seed))
@@ -310,13 +420,13 @@ def _run(models, encoded, labels, task_of, settings: FinetuneSettings, pad_id: i
             sel = idx[task_t[idx] == t]
             if len(sel) == 0:
                 continue
-            ids, mask = _pad([encoded[i] for i in sel], pad_id)
-            logits = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits
+            rows = [task_of[int(i)][1] for i in sel]
+            inputs = pad_batch(encoded[t], rows, pad_id)
+            logits = model(**model_inputs(model, inputs, device)).logits
+            target = _targets(kinds[t], [labels[t][r] for r in rows], inputs).to(device)
             # Weighted by the task's share of the batch: the mean loss over the batch.
-            loss = loss + F.cross_entropy(logits.float(), labels_t[sel].to(device)) * (
-                len(sel) / len(idx)
-            )
-            n_tokens += int(mask.sum())
+            loss = loss + _loss(kinds[t], logits, target) * (len(sel) / len(idx))
+            n_tokens += int(inputs["attention_mask"].sum())
         return loss, n_tokens, {}
 
     modules = {f"task{t}": model for t, model in enumerate(models)}
@@ -345,27 +455,26 @@ def _build(
     """Train (or read back) one shared encoder with a head per task; return its folder."""
     if not re.fullmatch(r"[\w.-]+", name):
         raise ValueError(f"`name` must be letters, digits, '.', '-' or '_', got {name!r}")
-    tasks = {k: _check_task(k, *v) for k, v in tasks.items()}
+    tasks = {k: _check_task(k, *_unpack(v)) for k, v in tasks.items()}
     root = cache_dir("finetune")
     path = root / f"{name}-{_digest(tasks, settings)}"
     if _is_built(path):
         return path
     device = resolve_device(settings.device)
     models, tokenizer = [], None
-    for label_names in (v[2] for v in tasks.values()):
-        model, tokenizer = _new_classifier(settings, label_names, settings.head_seed, device)
+    kinds = [v[3] for v in tasks.values()]
+    for _, _, label_names, kind in tasks.values():
+        model, tokenizer = _new_classifier(settings, label_names, settings.head_seed, device, kind)
         models.append(model)
-    _share_body(models)
+    donor = _share_body(models, kinds)
     frozen = freeze_layers(
-        models[0], settings.n_frozen, "top" if settings.freeze == "top" else "bottom"
+        donor, settings.n_frozen, "top" if settings.freeze == "top" else "bottom"
     )
-    encoded, labels, task_of = [], [], []
-    for t, (texts, task_labels, _) in enumerate(tasks.values()):
-        encoded += _encode(tokenizer, texts, settings.max_length)
-        labels += task_labels
-        task_of += [t] * len(texts)
+    encoded = [encode_inputs(tokenizer, v[0], settings.max_length, v[3]) for v in tasks.values()]
+    labels = [v[1] for v in tasks.values()]
+    task_of = [(t, i) for t, v in enumerate(tasks.values()) for i in range(len(v[0]))]
     torch.manual_seed(settings.seed)  # dropout masks (the checkpoint keeps the RNG state)
-    run = _run(models, encoded, labels, task_of, settings, tokenizer.pad_token_id, device)
+    run = _run(models, encoded, labels, task_of, kinds, settings, tokenizer.pad_token_id, device)
     train_settings = TrainSettings(
         lr=settings.lr,
         weight_decay=settings.weight_decay,
@@ -385,7 +494,10 @@ def _build(
         log = trained["log"]
         facts = {
             "name": name,
-            "tasks": {k: {"n_train": len(v[0]), "label_names": v[2]} for k, v in tasks.items()},
+            "tasks": {
+                k: {"n_train": len(v[0]), "label_names": v[2], "kind": v[3]}
+                for k, v in tasks.items()
+            },
             "settings": dataclasses.asdict(settings),
             "steps": trained["step"],
             "train_seconds": round(trained["train_seconds"], 2),
@@ -408,24 +520,33 @@ def _build(
 
 
 def finetune(
-    texts: Sequence[str],
-    labels: Sequence[int],
+    inputs: Sequence,
+    labels: Sequence,
     label_names: Sequence[str],
     settings: FinetuneSettings | None = None,
     *,
+    kind: str = "single_label",
     name: str = "classifier",
     progress: bool = False,
     _stop_after: int | None = None,
 ) -> Path:
-    """Fine-tune ``settings.base`` with a classification head on labelled texts (cached).
+    """Fine-tune ``settings.base`` with a task head on labelled inputs (cached).
 
     Parameters
     ----------
-    texts : sequence of str, length n
-    labels : sequence of int, length n
-        Indices into ``label_names``.
+    inputs : sequence, length n
+        Texts or ``(str, str)`` pairs (sequence kinds), or lists of words (``"token"``).
+    labels : sequence, length n
+        Per ``kind``: an int indexing ``label_names`` (``"single_label"``); a multi-hot 0/1
+        vector of length ``len(label_names)`` (``"multi_label"``); a float
+        (``"regression"``, ``label_names`` of length 1, e.g. ``["score"]``); a list of ints,
+        one per word (``"token"``, e.g. IOB2 tags).
     label_names : sequence of str
     settings : FinetuneSettings, optional
+    kind : {"single_label", "multi_label", "regression", "token"}
+        The task kind: the head (sequence or token classifier, ``problem_type``) and the
+        loss (cross-entropy, binary cross-entropy with logits, squared error, per-word
+        cross-entropy on first sub-words).
     name : str
         Readable prefix of the cache folder (the digest follows it).
     progress : bool
@@ -436,13 +557,18 @@ def finetune(
     Path
         A Hugging Face model folder (config, safetensors, tokenizer, ``finetune.json``);
         load it with :func:`load_finetuned`.
+
+    References
+    ----------
+    Jin et al. (2023), Sec. 4.1 and App. B (GLUE, emotion and NER fine-tuning).
     """
     settings = settings or FinetuneSettings()
-    return _build({name: (texts, labels, label_names)}, settings, name, progress, _stop_after)
+    task = (inputs, labels, label_names, kind)
+    return _build({name: task}, settings, name, progress, _stop_after)
 
 
 def finetune_multitask(
-    tasks: Mapping[str, tuple[Sequence[str], Sequence[int], Sequence[str]]],
+    tasks: Mapping[str, tuple],
     settings: FinetuneSettings | None = None,
     *,
     name: str = "mtl",
@@ -456,7 +582,9 @@ def finetune_multitask(
 
     Parameters
     ----------
-    tasks : dict of str to (texts, labels, label_names)
+    tasks : dict of str to (inputs, labels, label_names) or (inputs, labels, label_names, kind)
+        As :func:`finetune`'s arguments; ``kind`` defaults to ``"single_label"``. Token and
+        sequence tasks can share one encoder.
     settings : FinetuneSettings, optional
         ``epochs`` counts passes over the pooled examples.
     name : str
@@ -488,6 +616,9 @@ def finetune_facts(path) -> dict:
 def load_finetuned(path, device: str = "auto"):
     """Load a folder written by :func:`finetune` after checking its recorded file sizes.
 
+    The class follows ``config.architectures``: a token classifier for ``kind="token"``,
+    a sequence classifier otherwise.
+
     Returns
     -------
     model : PreTrainedModel
@@ -501,39 +632,47 @@ def load_finetuned(path, device: str = "auto"):
             f"no fine-tuned model at {str(path)!r} (or it was damaged and moved aside); "
             "train it with lmsim.finetune.finetune"
         )
+    config = json.loads((path / "config.json").read_text())
+    token = any(a.endswith("ForTokenClassification") for a in config.get("architectures") or [])
+    task = "token-classification" if token else "sequence-classification"
     with quiet_transformers(True):
-        return load_model(str(path), device=device, dtype="float32", task="sequence-classification")
+        return load_model(str(path), device=device, dtype="float32", task=task)
 
 
 # ====================================================================== evaluation
-@torch.inference_mode()
 def predict_logits(
     model: nn.Module,
     tokenizer,
-    texts: Sequence[str],
+    inputs: Sequence,
     *,
     max_length: int = 64,
     batch_size: int = 64,
-) -> np.ndarray:
-    """Logits of a sequence classifier, shape (n_texts, n_labels), float64."""
-    texts = list(texts)
-    if not texts:
-        raise ValueError("`texts` is empty: pass the texts to classify")
-    device = next(model.parameters()).device
-    was_training = model.training
-    model.eval()
-    rows = []
-    try:
-        for start in range(0, len(texts), batch_size):
-            ids, mask = _pad(
-                _encode(tokenizer, texts[start : start + batch_size], max_length),
-                tokenizer.pad_token_id,
-            )
-            out = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits
-            rows.append(out.double().cpu())
-    finally:
-        model.train(was_training)
-    return torch.cat(rows).numpy()
+    kind: str | None = None,
+):
+    """Logits of a fine-tuned classifier, float64.
+
+    Parameters
+    ----------
+    model : nn.Module
+        A sequence or token classifier (:func:`load_finetuned`).
+    tokenizer : tokenizer
+    inputs : sequence, length n
+        Texts or ``(str, str)`` pairs; lists of words for a token classifier.
+    max_length : int
+        Truncation, as in training.
+    batch_size : int
+    kind : str, optional
+        Default: the model's (its class, then ``config.problem_type``).
+
+    Returns
+    -------
+    ndarray of shape (n, n_labels) for sequence kinds (regression: (n, 1)); for ``"token"``
+    a list of n arrays of shape (n_words_i, n_labels), the first sub-word's logits per word,
+    NaN rows for words cut off by truncation.
+    """
+    return extract_logits(
+        model, tokenizer, inputs, kind=kind, max_length=max_length, batch_size=batch_size
+    )
 
 
 def accuracy(logits, labels) -> float:
@@ -554,21 +693,53 @@ def majority_baseline(train_labels, test_labels) -> float:
     return float((np.asarray(test_labels) == majority).mean())
 
 
-def with_head(model: nn.Module, donor: nn.Module, pattern: str = r"^classifier\.") -> nn.Module:
+def head_pattern(model: nn.Module) -> str:
+    """Regex of a model's task-head parameters: everything outside its base model.
+
+    DistilBERT sequence classifiers give ``^(pre_classifier|classifier)\\.``; BERT, RoBERTa
+    and MPNet classifiers (sequence or token) ``^classifier\\.``; GPT-2 and Llama
+    ``^score\\.``. Top-level module names in the order of ``named_parameters``.
+    """
+    prefix = getattr(model, "base_model_prefix", "")
+    if not prefix or not isinstance(getattr(model, prefix, None), nn.Module):
+        raise ValueError(
+            f"{type(model).__name__} has no base model attribute {prefix!r}: pass the head's "
+            "regex as `pattern`"
+        )
+    names: list[str] = []
+    for name, _ in model.named_parameters():
+        top = name.split(".")[0]
+        if top != prefix and top not in names:
+            names.append(top)
+    if not names:
+        raise ValueError(f"{type(model).__name__} has no parameters outside {prefix!r}: no head")
+    return f"^{names[0]}\\." if len(names) == 1 else f"^({'|'.join(names)})\\."
+
+
+def with_head(model: nn.Module, donor: nn.Module, pattern: str | None = None) -> nn.Module:
     """A copy of ``model`` carrying ``donor``'s task head (parameters matching ``pattern``).
 
     For models merged without their heads (different tasks have heads of different
-    shapes): the merged encoder with each task's own head.
+    shapes): the merged encoder with each task's own head. ``pattern`` defaults to
+    :func:`head_pattern` of ``donor``; the copy takes the donor's label names and
+    ``problem_type`` too, so its kind is the donor's.
     """
+    if (model_kind(model) == "token") != (model_kind(donor) == "token"):
+        raise ValueError(
+            f"`model` is a {type(model).__name__} and `donor` a {type(donor).__name__}: a "
+            "token head needs a token classifier's body class, a sequence head a sequence one"
+        )
+    pattern = head_pattern(donor) if pattern is None else pattern
     regex = re.compile(pattern)
     head = {k: v for k, v in donor.state_dict().items() if regex.search(k)}
     if not head:
         raise ValueError(f"no parameter of `donor` matches {pattern!r}; pass the head's pattern")
     out = copy.deepcopy(model)
-    if out.config.num_labels != donor.config.num_labels:
+    resize = out.config.num_labels != donor.config.num_labels
+    for attr in ("num_labels", "id2label", "label2id", "problem_type"):
+        setattr(out.config, attr, getattr(donor.config, attr))
+    if resize:
         # Build the head module at the donor's size before loading its values.
-        for attr in ("num_labels", "id2label", "label2id"):
-            setattr(out.config, attr, getattr(donor.config, attr))
         for name, module in donor.named_children():
             if any(k.startswith(name + ".") for k in head):
                 setattr(out, name, copy.deepcopy(module))

@@ -22,7 +22,8 @@ Layout
       decoders), one model at a time, and returns a :class:`MergeReport` that names how
       each parameter was merged.
     * :func:`collect_grams` and :func:`collect_fishers` compute the statistics a model owner
-      publishes instead of data; :func:`save_grams` / :func:`load_grams` (and the Fisher
+      publishes instead of data, for every task kind (texts, text pairs, word lists;
+      categorical, multi-label Bernoulli, Gaussian regression and per-word likelihoods); :func:`save_grams` / :func:`load_grams` (and the Fisher
       pair) store them as safetensors, which cannot execute code when loaded.
 
 Design decisions
@@ -1057,8 +1058,9 @@ def grams_from_moments(moms: Mapping, reduction: str = "mean") -> dict[str, torc
 def collect_grams(
     model: nn.Module,
     tokenizer,
-    texts: Sequence[str],
+    texts: Sequence,
     *,
+    kind: str | None = None,
     reduction: str = "mean",
     paper_compat_padding: bool = False,
     batch_size: int = 16,
@@ -1074,8 +1076,11 @@ def collect_grams(
     model : nn.Module
         A Hugging Face model; its task head's input is recorded too.
     tokenizer : tokenizer
-    texts : list of str
-        The model's own training texts (a few hundred batches suffice, paper Table 6).
+    texts : list of str, of (str, str) pairs, or of word lists
+        The model's own training inputs (a few hundred batches suffice, paper Table 6),
+        encoded as fine-tuning encodes them (:func:`lmsim.encoding.encode_inputs`).
+    kind : str, optional
+        ``"token"`` reads word lists (the default for a token classifier).
     reduction : {"mean", "sum"}, default="mean"
         See :func:`grams_from_moments`.
     paper_compat_padding : bool, default=False
@@ -1099,6 +1104,7 @@ def collect_grams(
         model,
         tokenizer,
         texts,
+        kind=kind,
         batch_size=batch_size,
         max_length=max_length,
         device=device,
@@ -1112,36 +1118,54 @@ def collect_grams(
 def collect_fishers(
     model: nn.Module,
     tokenizer,
-    texts: Sequence[str],
-    labels: Sequence[int] | None = None,
+    texts: Sequence,
+    labels: Sequence | None = None,
     *,
     mode: str = "sample",
+    kind: str | None = None,
     max_length: int | None = None,
     device=None,
     seed: int = 0,
     progress: bool = True,
 ) -> dict[str, torch.Tensor]:
-    """Diagonal Fisher information of a sequence-classification model.
+    """Diagonal Fisher information of a sequence or token classifier, for every task kind.
 
     ``F = E_x E_y (∇_θ log p_θ(y|x))²``, averaged over ``texts``, one example per backward
-    pass (the square of a batch gradient would not be the Fisher). Embedding tables get
-    sparse gradients during the pass (only the rows of the example's tokens are non-zero),
-    so a 30k-row vocabulary costs its used rows, not a dense table per example; the
-    squares are accumulated in place in float64.
+    pass (the square of a batch gradient would not be the Fisher). The likelihood
+    ``p_θ(y|x)`` of each kind:
+
+    * ``"single_label"``: categorical, ``softmax(f)``;
+    * ``"multi_label"``: independent Bernoullis, ``σ(f_l)`` per label;
+    * ``"regression"``: ``y ~ N(f, 1)``, so ``∇ log p = (y − f) ∇f``;
+    * ``"token"``: categorical per word (its first sub-word's logits), independent across
+      the words, the example's log-likelihood summed over its words (words cut off by
+      truncation are left out).
+
+    Embedding tables get sparse gradients during the pass (only the rows of the example's
+    tokens are non-zero), so a 30k-row vocabulary costs its used rows, not a dense table per
+    example; the squares are accumulated in place in float64.
 
     Parameters
     ----------
     model : nn.Module
-        A ``...ForSequenceClassification`` model (output ``logits`` of shape (1, n_labels)).
+        A ``...ForSequenceClassification`` (logits (1, n_labels)) or
+        ``...ForTokenClassification`` model.
     tokenizer : tokenizer
-    texts : list of str
-    labels : list of int, optional
-        True labels, required for ``mode="empirical"``.
+    texts : list, length n
+        Texts or ``(str, str)`` pairs; lists of words for ``"token"``.
+    labels : list, optional
+        True labels in :func:`lmsim.finetune.finetune`'s form for ``kind``, required for
+        ``mode="empirical"``.
     mode : {"sample", "empirical", "expected"}, default="sample"
         ``"sample"``: one label drawn from the model's predictive distribution per example
-        (the Fisher of the paper's Sec. 2). ``"empirical"``: the true labels (the empirical
-        Fisher). ``"expected"``: the exact expectation over all labels (one backward pass
-        per label; Matena & Raffel's estimator for classification).
+        (per label for multi-label, per word for token; ``f + ε`` for regression): the
+        Fisher of the paper's Sec. 2. ``"empirical"``: the true labels (the empirical
+        Fisher). ``"expected"``: the exact expectation, one backward pass per term: per
+        class weighted by its probability (single-label; per word and class for token);
+        per label ``σ(1 − σ) (∇f_l)²`` (multi-label: the cross terms vanish); ``(∇f)²``
+        (regression).
+    kind : str, optional
+        Default: the model's (:func:`lmsim.encoding.model_kind`).
     max_length : int, optional
         Truncation length.
     device : str or torch.device, optional
@@ -1161,6 +1185,9 @@ def collect_fishers(
     """
     from tqdm.auto import tqdm
 
+    from lmsim.encoding import encode_inputs, pad_batch, resolve_kind
+    from lmsim.extract import model_inputs
+
     if mode not in FISHER_LABELS:
         raise ValueError(f"`mode` must be one of {list(FISHER_LABELS)}, got {mode!r}")
     texts = list(texts)
@@ -1169,6 +1196,8 @@ def collect_fishers(
     if mode == "empirical":
         if labels is None or len(labels) != len(texts):
             raise ValueError("mode='empirical' needs `labels`, one per text; or use mode='sample'")
+    kind = resolve_kind(model, kind)
+    enc = encode_inputs(tokenizer, texts, max_length, kind)
     device = torch.device(device) if device is not None else _model_device(model)
     was_training = model.training
     model.eval()
@@ -1179,32 +1208,17 @@ def collect_fishers(
     params = [p for _, p in model.named_parameters() if p.requires_grad]
     totals = [torch.zeros(p.shape, dtype=torch.float64, device=p.device) for p in params]
     gen = torch.Generator().manual_seed(int(seed))
-    kwargs = {"truncation": max_length is not None}
-    if max_length is not None:
-        kwargs["max_length"] = int(max_length)
     try:
         for module in embeddings:
             module.sparse = True
-        for i, text in enumerate(tqdm(texts, disable=not progress, desc="fisher")):
-            enc = tokenizer(text, return_tensors="pt", **kwargs)
-            logits = model(**_model_inputs(enc, device)).logits
-            if logits.ndim != 2 or logits.shape[0] != 1:
-                raise ValueError(
-                    f"collect_fishers needs a sequence-classification model (logits of shape "
-                    f"(1, n_labels)), got logits of shape {tuple(logits.shape)}"
-                )
-            log_probs = torch.log_softmax(logits[0].float(), dim=-1)
-            if mode == "expected":
-                probs = log_probs.exp().detach()
-                targets = [(int(y), float(probs[y])) for y in range(log_probs.shape[0])]
-            elif mode == "sample":
-                y = int(torch.multinomial(log_probs.exp().detach().cpu(), 1, generator=gen))
-                targets = [(y, 1.0)]
-            else:
-                targets = [(int(labels[i]), 1.0)]
-            for j, (y, weight) in enumerate(targets):
+        for i in tqdm(range(len(texts)), disable=not progress, desc="fisher"):
+            batch = pad_batch(enc, [i], 0)
+            logits = model(**model_inputs(model, batch, device)).logits
+            label = labels[i] if mode == "empirical" else None
+            terms = _fisher_terms(kind, logits, batch, mode, label, gen)
+            for j, (value, weight) in enumerate(terms):
                 grads = torch.autograd.grad(
-                    log_probs[y], params, retain_graph=j < len(targets) - 1, allow_unused=True
+                    value, params, retain_graph=j < len(terms) - 1, allow_unused=True
                 )
                 for total, g in zip(totals, grads):
                     _add_squared(total, g, weight)
@@ -1213,6 +1227,73 @@ def collect_fishers(
             module.sparse = False
         model.train(was_training)
     return {n: (t / len(texts)).float().cpu() for n, t in zip(names, totals)}
+
+
+def _fisher_terms(kind: str, logits, batch, mode: str, label, gen) -> list[tuple]:
+    """``[(scalar, weight)]`` whose weighted squared gradients sum to one example's Fisher.
+
+    ``logits`` is the model output for one example: (1, n_labels), or (1, T, n_labels)
+    for token classifiers (``batch["word_index"]`` then picks each word's first sub-word).
+    """
+    if kind == "token":
+        if logits.ndim != 3 or logits.shape[0] != 1:
+            raise ValueError(
+                f"collect_fishers with kind='token' needs a token classifier (logits of shape "
+                f"(1, n_tokens, n_labels)), got logits of shape {tuple(logits.shape)}"
+            )
+        word = torch.from_numpy(batch["word_index"][0])
+        pos = torch.nonzero(word >= 0).flatten()
+        log_probs = torch.log_softmax(logits[0, pos.to(logits.device)].float(), dim=-1)
+        if mode == "expected":
+            probs = log_probs.exp().detach()
+            return [
+                (log_probs[k, y], float(probs[k, y]))
+                for k in range(log_probs.shape[0])
+                for y in range(log_probs.shape[1])
+            ]
+        if mode == "sample":
+            ys = torch.multinomial(log_probs.exp().detach().cpu(), 1, generator=gen).flatten()
+        else:
+            ys = torch.as_tensor([int(label[int(w)]) for w in word[pos]], dtype=torch.long)
+        if not len(ys):  # every word truncated away: no term
+            return []
+        return [(log_probs[torch.arange(len(ys)), ys.to(log_probs.device)].sum(), 1.0)]
+    if logits.ndim != 2 or logits.shape[0] != 1:
+        raise ValueError(
+            f"collect_fishers needs a sequence-classification model (logits of shape "
+            f"(1, n_labels)), got logits of shape {tuple(logits.shape)}"
+        )
+    f = logits[0].float()
+    if kind == "single_label":
+        log_probs = torch.log_softmax(f, dim=-1)
+        if mode == "expected":
+            probs = log_probs.exp().detach()
+            return [(log_probs[y], float(probs[y])) for y in range(log_probs.shape[0])]
+        if mode == "sample":
+            y = int(torch.multinomial(log_probs.exp().detach().cpu(), 1, generator=gen))
+        else:
+            y = int(label)
+        return [(log_probs[y], 1.0)]
+    if kind == "multi_label":
+        probs = torch.sigmoid(f).detach()
+        if mode == "expected":
+            return [(f[k], float(probs[k] * (1 - probs[k]))) for k in range(f.shape[0])]
+        if mode == "sample":
+            y = torch.bernoulli(probs.cpu(), generator=gen)
+        else:
+            y = torch.as_tensor(label, dtype=torch.float32)
+        y = y.to(f.device)
+        log_lik = y * nn.functional.logsigmoid(f) + (1 - y) * nn.functional.logsigmoid(-f)
+        return [(log_lik.sum(), 1.0)]
+    # regression: y ~ N(f, 1), ∇ log p = (y − f) ∇f
+    f = f[0]
+    if mode == "expected":
+        return [(f, 1.0)]
+    if mode == "sample":
+        y = f.detach() + torch.randn((), generator=gen).to(f.device)
+    else:
+        y = torch.tensor(float(label), device=f.device)
+    return [(-0.5 * (y - f) ** 2, 1.0)]
 
 
 def _add_squared(total: torch.Tensor, g: torch.Tensor | None, weight: float) -> None:
@@ -1229,12 +1310,6 @@ def _add_squared(total: torch.Tensor, g: torch.Tensor | None, weight: float) -> 
 
 def _model_device(model: nn.Module) -> torch.device:
     return next(model.parameters()).device
-
-
-def _model_inputs(enc, device) -> dict[str, torch.Tensor]:
-    # Only ids and mask, as lmsim.extract passes: DistilBERT and MPNet take no
-    # token_type_ids, and single-segment ids are all zero anyway.
-    return {k: enc[k].to(device) for k in ("input_ids", "attention_mask") if k in enc}
 
 
 # ====================================================================== persistence
@@ -1392,65 +1467,69 @@ def load_metadata(path) -> dict:
 def ensemble_logits(
     models: Iterable,
     tokenizer,
-    texts: Sequence[str],
+    texts: Sequence,
     *,
+    kind: str | None = None,
     batch_size: int = 16,
     max_length: int | None = None,
     device=None,
-) -> np.ndarray:
+):
     """Ensemble baseline: the mean of the models' logits on ``texts``.
 
     Parameters
     ----------
     models : iterable of nn.Module or zero-arg callables returning one
-        Sequence-classification models with the same label set (one at a time in memory).
+        Classifiers with the same label set (one at a time in memory).
     tokenizer : tokenizer
         Shared by the models (copies of one base model).
-    texts : list of str
+    texts : list
+        Texts or ``(str, str)`` pairs; lists of words for token classifiers.
+    kind : str, optional
+        Default: each model's (:func:`lmsim.encoding.model_kind`).
     batch_size, max_length, device
         Batching (padded on the right, masked), truncation, and where the inputs go
         (default: each model's device).
 
     Returns
     -------
-    ndarray of shape (n_texts, n_labels), float64
+    ndarray of shape (n_texts, n_labels), float64; for token classifiers a list of
+    (n_words_i, n_labels) arrays, the mean per word (NaN rows for truncated words).
 
     References
     ----------
     Jin et al. (2023), Sec. 4.1 ("Model ensembling").
     """
+    from lmsim.extract import extract_logits
+
     texts = list(texts)
     if not texts:
         raise ValueError("`texts` is empty: pass the texts to score")
-    # Without a pad token, batches of one need no padding.
-    step = int(batch_size) if tokenizer.pad_token is not None else 1
-    kwargs = {"truncation": max_length is not None, "return_tensors": "pt", "padding": True}
-    if max_length is not None:
-        kwargs["max_length"] = int(max_length)
     total, n = None, 0
     for i, item in enumerate(models):
         model = _resolve(item)
         if not isinstance(model, nn.Module):
             raise TypeError(f"`models[{i}]` must be an nn.Module, got {type(model).__name__}")
-        was_training = model.training
-        model.eval()
-        rows = []
-        try:
-            with torch.inference_mode():
-                for start in range(0, len(texts), step):
-                    enc = tokenizer(texts[start : start + step], **kwargs)
-                    dev = torch.device(device) if device is not None else _model_device(model)
-                    rows.append(model(**_model_inputs(enc, dev)).logits.double().cpu())
-        finally:
-            model.train(was_training)
-        logits = torch.cat(rows)
-        if total is not None and logits.shape != total.shape:
-            raise ValueError(
-                f"`models[{i}]` gives logits of shape {tuple(logits.shape)}, models[0] "
-                f"{tuple(total.shape)}; ensemble only models with one label set"
-            )
-        total = logits if total is None else total + logits
+        logits = extract_logits(
+            model,
+            tokenizer,
+            texts,
+            kind=kind,
+            max_length=max_length,
+            batch_size=batch_size,
+            device=device,
+        )
+        token = isinstance(logits, list)
+        rows = logits if token else [logits]
+        if total is not None:
+            shapes = [r.shape for r in rows], [r.shape for r in total]
+            if shapes[0] != shapes[1]:
+                raise ValueError(
+                    f"`models[{i}]` gives logits of shape {shapes[0][0]}, models[0] "
+                    f"{shapes[1][0]}; ensemble only models with one label set"
+                )
+        total = rows if total is None else [a + b for a, b in zip(total, rows)]
         n += 1
     if total is None:
         raise ValueError("`models` is empty: pass at least one model")
-    return (total / n).numpy()
+    out = [t / n for t in total]
+    return out if token else out[0]

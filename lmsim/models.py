@@ -84,7 +84,7 @@ OFFLINE_MODELS: dict[str, str] = {
     "tiny-llama": "random seeded Llama, 2 layers x 32, 4 heads (2 KV), in-memory byte-level BPE",
 }
 
-TASKS = ("base", "masked-lm", "causal-lm", "sequence-classification")
+TASKS = ("base", "masked-lm", "causal-lm", "sequence-classification", "token-classification")
 
 # Bare legacy hub ids that the papers use; the hub redirects them to these org/name ids.
 LEGACY_HUB_IDS: dict[str, str] = {
@@ -756,6 +756,7 @@ def _auto_class(task: str):
         "masked-lm": transformers.AutoModelForMaskedLM,
         "causal-lm": transformers.AutoModelForCausalLM,
         "sequence-classification": transformers.AutoModelForSequenceClassification,
+        "token-classification": transformers.AutoModelForTokenClassification,
     }
     if task not in classes:
         raise ValueError(f"`task` must be one of {list(TASKS)}, got {task!r}")
@@ -869,8 +870,9 @@ def load_model(
         See :func:`resolve_device`.
     dtype : str, torch.dtype or None
         See :func:`resolve_dtype` (None: float32 on CPU, bfloat16 on CUDA).
-    task : {"base", "masked-lm", "causal-lm", "sequence-classification"}
-        Which Auto class: the bare encoder/decoder (``AutoModel``) or one with a head.
+    task : {"base", "masked-lm", "causal-lm", "sequence-classification", "token-classification"}
+        Which Auto class: the bare encoder/decoder (``AutoModel``) or one with a head
+        (``"token-classification"``: one logit vector per token, for NER).
     revision : str, optional
         Hub revision (branch, tag or commit); hub ids only.
     zoo_profile : str
