@@ -323,16 +323,29 @@ class Scorer:
         return self._cache[key]
 
     def score(self, model, task: Task, part: str = "test", type_map=None, *, name=None) -> float:
-        """``task.metric`` of ``model`` on ``part`` (logits cached when ``name`` is given)."""
+        """``task.metric`` of ``model`` on ``part`` (logits cached when ``name`` is given).
+
+        A token model's tags are decoded with its own label names (``config.id2label``), so an
+        out-of-domain set with other tags is scored after ``type_map`` renames the types.
+        """
         logits = (
             self.named_logits(name, model, task, part) if name else self.logits(model, task, part)
         )
-        return score(task, logits, part, type_map=type_map)
+        return score(task, logits, part, type_map=type_map, label_names=_tags(model, task))
 
     def ensemble(self, named: Mapping, task: Task, part: str = "test", type_map=None) -> float:
         """Score of the mean of the named models' logits (the ensemble baseline, Sec. 4.1)."""
         logits = [self.named_logits(n, m, task, part) for n, m in named.items()]
-        return score(task, mean_logits(logits), part, type_map=type_map)
+        tags = _tags(next(iter(named.values())), task)
+        return score(task, mean_logits(logits), part, type_map=type_map, label_names=tags)
+
+
+def _tags(model, task: Task) -> list[str] | None:
+    """A token model's label names in output order (None for other tasks)."""
+    if task.kind != "token":
+        return None
+    id2label = model.config.id2label
+    return [id2label[i] for i in range(len(id2label))]
 
 
 def as_texts(inputs: Sequence) -> list[str]:
