@@ -242,3 +242,10 @@ def test_published_stats_failed_compute_leaves_no_file(tmp_path):
     with pytest.raises(RuntimeError):
         published_stats("grams", "m-2", boom, root=tmp_path)
     assert not list(tmp_path.iterdir())
+
+
+def test_task_kinds_are_one_list():
+    from lmsim.encoding import KINDS as encoding_kinds
+    from lmsim.tasks import KINDS as task_kinds
+
+    assert tuple(encoding_kinds) == tuple(task_kinds)
