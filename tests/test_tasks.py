@@ -432,3 +432,21 @@ def test_baselines():
     empty = make_task("single_label", train=([], []))
     with pytest.raises(ValueError, match="no training examples"):
         baseline_score(empty)
+
+
+def test_map_task_entity_types_relabels_every_part():
+    onto = ("O", "B-PERSON", "I-PERSON", "B-GPE", "I-GPE", "B-NORP", "I-NORP", "B-FAC", "I-FAC")
+    words = [["Li", "Wei", "of", "Paris"], ["French", "port", "Calais"]]
+    tags = [[1, 2, 0, 3], [5, 0, 7]]
+    task = Task(
+        "onto", "token", onto, "entity_f1", train=(words, tags), test=(words[:1], tags[:1]),
+        scored_labels=("PERSON", "NORP"),
+    )  # fmt: skip
+    mapped = tasks.map_task_entity_types(task, ONTONOTES_TO_CONLL)
+    assert mapped.label_names == ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC")
+    decoded = [[mapped.label_names[t] for t in s] for s in mapped.train[1]]
+    assert decoded == [["B-PER", "I-PER", "O", "B-LOC"], ["O", "O", "B-LOC"]]
+    assert mapped.train[0] == words and mapped.scored_labels == ("PER",)
+    assert mapped.info["entity_types_mapped"] == ONTONOTES_TO_CONLL
+    with pytest.raises(ValueError, match="token tasks"):
+        tasks.map_task_entity_types(make_task(), {})
