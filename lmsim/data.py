@@ -1492,7 +1492,7 @@ def _parse_hf(spec: str) -> tuple[str, str | None, str | None]:
 
 def _hf_task(spec: str) -> Task:
     dataset, config, fragment = _parse_hf(spec)
-    if dataset == "glue":
+    if dataset.split("/")[-1] == "glue":  # "glue" or the hub's "nyu-mll/glue"
         if config not in GLUE_TASKS:
             raise ValueError(f"GLUE task {config!r} unknown; choose one of {sorted(GLUE_TASKS)}")
         if fragment:

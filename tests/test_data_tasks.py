@@ -321,6 +321,13 @@ def test_glue_tasks_read_the_right_columns_and_splits(monkeypatch, name):
         assert all(isinstance(x, tuple) and len(x) == 2 for x in task.train[0])
 
 
+def test_glue_under_its_hub_owner(monkeypatch):
+    ds = glue_dataset("rte", np.random.default_rng(1))
+    install_fake_datasets(monkeypatch, {("nyu-mll/glue", "rte"): ds})
+    task = load_task("hf:nyu-mll/glue:rte")
+    assert isinstance(task.train[0][0], tuple) and task.metric == "accuracy"
+
+
 def test_hf_errors_say_what_to_do(monkeypatch):
     install_fake_datasets(monkeypatch, {})
     with pytest.raises(OSError, match="offline, use a smoke task"):

@@ -235,6 +235,28 @@ def test_entity_f1_matches_naive(seed):
     assert entity_f1(pred, gold) == pytest.approx(entity_f1(gold, pred))  # F1 is symmetric
 
 
+@pytest.mark.parametrize("seed", SEEDS)
+def test_entity_f1_properties(seed):
+    rng = np.random.default_rng(seed)
+    gold = random_tags(rng)
+    pred = [[t if rng.random() < 0.7 else str(rng.choice(TAGS)) for t in s] for s in gold]
+    order = rng.permutation(len(gold))
+    # Micro F1 sums over sentences: their order does not matter.
+    assert entity_f1([pred[i] for i in order], [gold[i] for i in order]) == pytest.approx(
+        entity_f1(pred, gold)
+    )
+    # Renaming every type one-to-one changes nothing; the identity map is the identity.
+    rename = {"PER": "P", "LOC": "L", "ORG": "G"}
+    assert entity_f1(map_entity_types(pred, rename), map_entity_types(gold, rename)) == (
+        pytest.approx(entity_f1(pred, gold))
+    )
+    assert map_entity_types(gold, {t: t for t in rename}) == gold
+    # Scoring one type equals scoring after mapping every other type to "O".
+    assert entity_f1(pred, gold, ["LOC"]) == pytest.approx(
+        entity_f1(map_entity_types(pred, {"LOC": "LOC"}), map_entity_types(gold, {"LOC": "LOC"}))
+    )
+
+
 def test_entity_f1_needs_exact_boundaries_and_type():
     gold = [["B-PER", "I-PER", "O"]]
     assert entity_f1([["B-PER", "O", "O"]], gold) == 0.0
