@@ -201,6 +201,29 @@ class Task:
             )
         return [inputs[i] for i in idx], [labels[i] for i in idx]
 
+    def sample(self, part: str = "train", n: int | None = None, seed: int = 0) -> tuple[list, list]:
+        """A seeded uniform sample of ``n`` examples of ``part`` without replacement.
+
+        Parameters
+        ----------
+        part : {"train", "validation", "test"}
+        n : int, optional
+            Sample size; None or more than the part holds returns the whole part.
+        seed : int
+
+        Returns
+        -------
+        inputs, labels : list
+            In the part's order.
+        """
+        size = len(self.subset(part)[0])
+        if n is not None and n < 1:
+            raise ValueError(f"`n` must be a positive int or None, got {n}")
+        if n is None or n >= size:
+            return self.subset(part)
+        idx = np.sort(np.random.default_rng(seed).choice(size, n, replace=False))
+        return self.subset(part, idx.tolist())
+
     def with_parts(self, **parts) -> Task:
         """A copy with some parts replaced, e.g. ``task.with_parts(train=task.subset("train", a))``.
 

@@ -472,3 +472,18 @@ def test_map_task_entity_types_relabels_every_part():
     assert mapped.info["entity_types_mapped"] == ONTONOTES_TO_CONLL
     with pytest.raises(ValueError, match="token tasks"):
         tasks.map_task_entity_types(make_task(), {})
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_sample_is_seeded_ordered_and_without_replacement(seed):
+    n = 40
+    task = make_task(train=([f"t{i}" for i in range(n)], [i % 2 for i in range(n)]))
+    inputs, labels = task.sample("train", 10, seed=seed)
+    positions = [int(x[1:]) for x in inputs]
+    assert len(set(positions)) == 10 and positions == sorted(positions)
+    assert labels == [p % 2 for p in positions]
+    assert task.sample("train", 10, seed=seed) == (inputs, labels)
+    assert task.sample("train", 10, seed=seed + 100) != (inputs, labels)
+    assert task.sample("train", 99) == task.subset("train") == task.sample("train")
+    with pytest.raises(ValueError, match="`n` must be a positive int"):
+        task.sample("train", 0)
