@@ -1888,7 +1888,7 @@ def _smoke_emotion_example(rng: random.Random, domain: str) -> tuple[str, list[i
     k = rng.choices([0, 1, 2, 3], weights=[1, 4, 4, 1])[0]
     chosen = rng.sample(available, k)
     verbs = [cues[e] for e in chosen] or [rng.choice(["visited", "met", "saw"])]
-    text = f"the {rng.choice(subjects)} {' '.join(verbs)} {rng.choice(_ADVS)} ."
+    text = f"the {rng.choice(subjects)} {' '.join(verbs)} ."
     return text, [int(e in chosen) for e in _SMOKE_EMOTIONS]
 
 
@@ -1932,7 +1932,9 @@ def smoke_task(name: str, domain: str | None = None, seed: int = 0) -> Task:
         ``smoke-regression``: sentence pairs scored ``1.25 ×`` the number of "intense"
         adjectives in both (0 to 5, STS-B-like), metric Pearson.
         ``smoke-multilabel``: texts with 0 to 3 "emotion" cue verbs, multi-label over joy,
-        anger, fear, sadness, surprise (macro-F1 over the annotated ones).
+        anger, fear, sadness, surprise (macro-F1 over the annotated ones). The slowest to
+        learn: tiny-bert (random init) reaches macro-F1 0.3-0.5 after ~100 steps of 16 at
+        lr 1e-2, where the other kinds are solved in 40.
         ``smoke-ner``: sentences with persons, places, organisations and dates, IOB2 tags.
         Every word is a whole word of tiny-bert's vocabulary (the smoke grammar's words).
     domain : str
