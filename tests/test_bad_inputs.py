@@ -24,7 +24,7 @@ import torch
 import yaml
 from safetensors.torch import save_file
 
-from lmsim import data, models, reproduce, zoo
+from lmsim import data, models, reproduce, tasks, zoo
 from lmsim.extract import extract_activations, extract_moments
 from lmsim.metrics import (
     attnsim,
@@ -408,6 +408,16 @@ CASES = [
      ValueError, r"unknown classification set 'nope'; choose one of"),
     ("data", "split-fraction", lambda c: data.split_chunks([1, 2, 3], test_fraction=1.5),
      ValueError, r"`test_fraction` must be in \(0, 1\), got 1\.5"),
+    ("data", "task-unknown", lambda c: data.load_task("nope"),
+     ValueError, r"unknown task 'nope'; choose one of"),
+    ("data", "task-smoke-no-domain", lambda c: data.load_task("smoke-ner"),
+     ValueError, r"'smoke-ner' needs a domain, 'smoke-ner#<domain>' with one of"),
+    ("data", "task-emotion-missing", lambda c: data.load_task(f"emotion:{c.tmp / 'u.jsonl'}#tec"),
+     FileNotFoundError, r"no emotion collection at .*unify-emotion-datasets"),
+    ("metrics", "entity-f1-lengths", lambda c: tasks.entity_f1([["O", "B-PER"]], [["O"]]),
+     ValueError, r"sentence 0: 2 predicted tags but 1 gold tags"),
+    ("metrics", "macro-f1-not-binary", lambda c: tasks.multilabel_macro_f1([[2]], [[1]]),
+     ValueError, r"`pred01` and `gold01` must hold only 0 and 1"),
     # ------------------------------------------------------------------ runner
     ("runner", "p-wrong-type-int", lambda c: c.cli("-p", "n", "many"),
      CLIError, r"exit 2: error: parameter `n` of .*01_a\.ipynb is declared `int` but got 'many'"),

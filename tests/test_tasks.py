@@ -235,6 +235,28 @@ def test_entity_f1_matches_naive(seed):
     assert entity_f1(pred, gold) == pytest.approx(entity_f1(gold, pred))  # F1 is symmetric
 
 
+@pytest.mark.parametrize("seed", SEEDS)
+def test_entity_f1_properties(seed):
+    rng = np.random.default_rng(seed)
+    gold = random_tags(rng)
+    pred = [[t if rng.random() < 0.7 else str(rng.choice(TAGS)) for t in s] for s in gold]
+    order = rng.permutation(len(gold))
+    # Micro F1 sums over sentences: their order does not matter.
+    assert entity_f1([pred[i] for i in order], [gold[i] for i in order]) == pytest.approx(
+        entity_f1(pred, gold)
+    )
+    # Renaming every type one-to-one changes nothing; the identity map is the identity.
+    rename = {"PER": "P", "LOC": "L", "ORG": "G"}
+    assert entity_f1(map_entity_types(pred, rename), map_entity_types(gold, rename)) == (
+        pytest.approx(entity_f1(pred, gold))
+    )
+    assert map_entity_types(gold, {t: t for t in rename}) == gold
+    # Scoring one type equals scoring after mapping every other type to "O".
+    assert entity_f1(pred, gold, ["LOC"]) == pytest.approx(
+        entity_f1(map_entity_types(pred, {"LOC": "LOC"}), map_entity_types(gold, {"LOC": "LOC"}))
+    )
+
+
 def test_entity_f1_needs_exact_boundaries_and_type():
     gold = [["B-PER", "I-PER", "O"]]
     assert entity_f1([["B-PER", "O", "O"]], gold) == 0.0
@@ -432,3 +454,36 @@ def test_baselines():
     empty = make_task("single_label", train=([], []))
     with pytest.raises(ValueError, match="no training examples"):
         baseline_score(empty)
+
+
+def test_map_task_entity_types_relabels_every_part():
+    onto = ("O", "B-PERSON", "I-PERSON", "B-GPE", "I-GPE", "B-NORP", "I-NORP", "B-FAC", "I-FAC")
+    words = [["Li", "Wei", "of", "Paris"], ["French", "port", "Calais"]]
+    tags = [[1, 2, 0, 3], [5, 0, 7]]
+    task = Task(
+        "onto", "token", onto, "entity_f1", train=(words, tags), test=(words[:1], tags[:1]),
+        scored_labels=("PERSON", "NORP"),
+    )  # fmt: skip
+    mapped = tasks.map_task_entity_types(task, ONTONOTES_TO_CONLL)
+    assert mapped.label_names == ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC")
+    decoded = [[mapped.label_names[t] for t in s] for s in mapped.train[1]]
+    assert decoded == [["B-PER", "I-PER", "O", "B-LOC"], ["O", "O", "B-LOC"]]
+    assert mapped.train[0] == words and mapped.scored_labels == ("PER",)
+    assert mapped.info["entity_types_mapped"] == ONTONOTES_TO_CONLL
+    with pytest.raises(ValueError, match="token tasks"):
+        tasks.map_task_entity_types(make_task(), {})
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_sample_is_seeded_ordered_and_without_replacement(seed):
+    n = 40
+    task = make_task(train=([f"t{i}" for i in range(n)], [i % 2 for i in range(n)]))
+    inputs, labels = task.sample("train", 10, seed=seed)
+    positions = [int(x[1:]) for x in inputs]
+    assert len(set(positions)) == 10 and positions == sorted(positions)
+    assert labels == [p % 2 for p in positions]
+    assert task.sample("train", 10, seed=seed) == (inputs, labels)
+    assert task.sample("train", 10, seed=seed + 100) != (inputs, labels)
+    assert task.sample("train", 99) == task.subset("train") == task.sample("train")
+    with pytest.raises(ValueError, match="`n` must be a positive int"):
+        task.sample("train", 0)
