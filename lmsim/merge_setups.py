@@ -35,7 +35,7 @@ from lmsim._io import move_aside
 from lmsim.data import keyword_domains, load_task, noniid_partitions
 from lmsim.finetune import predict_logits
 from lmsim.merge import load_fishers, load_grams, save_fishers, save_grams
-from lmsim.tasks import Task, score
+from lmsim.tasks import Task, map_task_entity_types, score
 
 __all__ = [
     "DomainSetup",
@@ -202,9 +202,11 @@ def _keyword_setup(name: str, spec: Mapping, n_train, n_test, seed) -> DomainSet
 
 def _named_setup(name: str, spec: Mapping, n_train, n_test, seed) -> DomainSetup:
     """Domains that are separate labelled sets (the paper's emotion and NER collections)."""
-    domains = {}
+    domains, relabel = {}, spec.get("relabel")
     for d, source in dict(spec["domains"]).items():
         task = load_task(source, seed=seed)
+        if relabel:  # the authors' NER setup: train and score on the OOD sets' types only
+            task = map_task_entity_types(task, relabel)
         domains[d] = task.with_parts(train=cap(task.train, n_train), test=cap(task.test, n_test))
     ood = {}
     for d, source in dict(spec.get("ood", {})).items():
@@ -244,7 +246,11 @@ def domain_setup(
         validation part — or ``{"domains": {domain: <load_task name>}, "ood": {name:
         <load_task name>}, "type_map": {type: type}}`` — separate sets sharing one label
         space; an OOD set without a validation part gives half of its test part to one
-        (:func:`holdout_split`).
+        (:func:`holdout_split`). ``type_map`` renames the models' entity types into an OOD
+        set's when it is scored (the default: models keep every type of their data);
+        ``"relabel": {type: type}`` instead renames the domains' own tags before training
+        (:func:`lmsim.tasks.map_task_entity_types`; the authors' released code trains the
+        OntoNotes models on PER, ORG and LOC only: ``lmsim.tasks.ONTONOTES_TO_CONLL``).
     n_train, n_test : int or None
         Caps on every domain's training examples and on every test (and OOD validation)
         part; None keeps all.

@@ -249,3 +249,25 @@ def test_task_kinds_are_one_list():
     from lmsim.tasks import KINDS as task_kinds
 
     assert tuple(encoding_kinds) == tuple(task_kinds)
+
+
+def test_named_setup_relabels_ner_domains_to_the_ood_types():
+    from lmsim.tasks import ONTONOTES_TO_CONLL
+
+    spec = {
+        "domains": {"a": "smoke-ner#a", "b": "smoke-ner#b"},
+        "ood": {"conll": "smoke-ner#conll"},
+        "relabel": ONTONOTES_TO_CONLL,
+    }
+    setup = domain_setup("ner", spec, n_train=20, n_test=10)
+    names = setup.domains["a"].label_names
+    assert (
+        names
+        == setup.domains["b"].label_names
+        == ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC")
+    )
+    plain = domain_setup("ner", {**spec, "relabel": None}, n_train=20, n_test=10)
+    assert "B-PERSON" in plain.domains["a"].label_names
+    assert setup.domains["a"].train[0] == plain.domains["a"].train[0]  # same sentences
+    conll = setup.ood["conll"]
+    assert len(conll.validation[1]) == 10 and len(conll.test[1]) == 10
