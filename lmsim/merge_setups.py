@@ -66,10 +66,6 @@ def pool(*splits: tuple[Sequence, Sequence]) -> tuple[list, list]:
     return [x for s in splits for x in s[0]], [y for s in splits for y in s[1]]
 
 
-def _rows(split: tuple[Sequence, Sequence], rows: Sequence[int]) -> tuple[list, list]:
-    return [split[0][i] for i in rows], [split[1][i] for i in rows]
-
-
 @dataclass(frozen=True)
 class NoniidSplit:
     """Two non-i.i.d. partitions of a training split (see :func:`noniid_split`)."""
@@ -110,8 +106,8 @@ def noniid_split(task: Task, n_per_partition: int, seed: int = 0) -> NoniidSplit
     a, b, key = noniid_partitions(keys, n_per_partition, seed=seed)
     name = task.label_names[key] if task.kind == "single_label" else f"score ≈ {key}"
     return NoniidSplit(
-        _rows(task.train, a),
-        _rows(task.train, b),
+        task.subset("train", a),
+        task.subset("train", b),
         name,
         float(np.mean(keys[a] == key)),
         float(np.mean(keys[b] == key)),
@@ -132,7 +128,7 @@ def holdout_split(task: Task, fraction: float = 0.5, seed: int = 0) -> Task:
     order = np.random.default_rng(seed).permutation(n)
     n_val = min(max(1, int(round(fraction * n))), n - 1)
     val, test = sorted(order[:n_val].tolist()), sorted(order[n_val:].tolist())
-    return task.with_parts(validation=_rows(task.test, val), test=_rows(task.test, test))
+    return task.with_parts(validation=task.subset("test", val), test=task.subset("test", test))
 
 
 @dataclass(frozen=True)
@@ -183,20 +179,21 @@ def _keyword_setup(name: str, spec: Mapping, n_train, n_test, seed) -> DomainSet
             f"domain setup {name!r}: `ood` names {unknown}, which are not domains "
             f"({[*keywords, other]})"
         )
-    train_of = keyword_domains(task.train[0], keywords, other)
-    test_of = keyword_domains(task.test[0], keywords, other)
+    domain_of = {
+        p: keyword_domains(getattr(task, p)[0], keywords, other) for p in ("train", "test")
+    }
 
-    def part(split, domain_of, domain, n):
-        return cap(_rows(split, [i for i, d in enumerate(domain_of) if d == domain]), n)
+    def part(p, domain, n):
+        return cap(task.subset(p, [i for i, d in enumerate(domain_of[p]) if d == domain]), n)
 
     domains, ood = {}, {}
     for d in [*keywords, other]:
-        test = part(task.test, test_of, d, n_test)
+        test = part("test", d, n_test)
         if d in ood_names:  # its training rows are never trained on: they validate
-            val = part(task.train, train_of, d, n_test)
+            val = part("train", d, n_test)
             ood[d] = task.with_parts(train=val, validation=val, test=test)
         else:
-            domains[d] = task.with_parts(train=part(task.train, train_of, d, n_train), test=test)
+            domains[d] = task.with_parts(train=part("train", d, n_train), test=test)
     return DomainSetup(name, domains, ood, None, {"source": spec["set"]})
 
 
@@ -307,7 +304,7 @@ class Scorer:
         self.tokenizer = tokenizer
         self.max_length = int(max_length)
         self.batch_size = int(batch_size)
-        self._cache: dict[tuple[str, str, str], object] = {}
+        self._cache: dict[tuple[str, int, str], tuple[Task, object]] = {}
 
     def logits(self, model, task: Task, part: str = "test"):
         """Logits of ``model`` on ``task``'s ``part`` (not cached)."""
@@ -323,10 +320,12 @@ class Scorer:
 
     def named_logits(self, name: str, model, task: Task, part: str = "test"):
         """Logits of the model called ``name`` (cached by name, task and part)."""
-        key = (name, task.name + f"#{id(task)}", part)
+        # Keyed by the task object (tasks of one source share a name), which the cache holds
+        # beside the logits so that its id cannot be reused by another task.
+        key = (name, id(task), part)
         if key not in self._cache:
-            self._cache[key] = self.logits(model, task, part)
-        return self._cache[key]
+            self._cache[key] = (task, self.logits(model, task, part))
+        return self._cache[key][1]
 
     def score(self, model, task: Task, part: str = "test", type_map=None, *, name=None) -> float:
         """``task.metric`` of ``model`` on ``part`` (logits cached when ``name`` is given).
