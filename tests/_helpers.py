@@ -210,3 +210,53 @@ EXTRACTION_TEXTS = [
     "the mat",
 ]
 EXTRACTION_SENTENCES = [t.split() for t in EXTRACTION_TEXTS]
+
+
+def cache_without(tmp_path, monkeypatch, folder: str):
+    """Point ``LMSIM_CACHE`` at a fresh cache under ``tmp_path`` that links every folder of
+    the shared cache (models, zoo, fine-tunes) except ``folder``, which starts empty.
+
+    Returns
+    -------
+    Path
+        The new cache root.
+    """
+    import os
+    from pathlib import Path
+
+    shared = Path(os.environ.get("LMSIM_CACHE", Path.home() / ".cache" / "lmsim"))
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    for entry in shared.iterdir() if shared.is_dir() else []:
+        if entry.name != folder:
+            (cache / entry.name).symlink_to(entry)
+    monkeypatch.setenv("LMSIM_CACHE", str(cache))
+    return cache
+
+
+def execute_page(tmp_path, monkeypatch, slug: str, name: str, parameters: dict) -> str:
+    """Execute ``notebooks/<slug>/<name>.ipynb`` with its smoke values and ``parameters``,
+    as the runner does (its folder as working directory, this checkout's lmsim); assert that
+    no cell failed and return its text outputs (printed streams and plain-text results)."""
+    from pathlib import Path
+
+    import nbformat
+    import pytest
+
+    papermill = pytest.importorskip("papermill")
+    repo = Path(__file__).resolve().parents[1]
+    monkeypatch.setenv("PYTHONPATH", str(repo))  # the kernel imports this checkout's lmsim
+    source = repo / "notebooks" / slug / f"{name}.ipynb"
+    out = tmp_path / f"{name}.ipynb"
+    papermill.execute_notebook(
+        str(source),
+        str(out),
+        parameters=parameters,
+        kernel_name="python3",
+        cwd=str(source.parent),
+        progress_bar=False,
+    )
+    text = nbformat.read(str(out), as_version=4)
+    outputs = [o for cell in text.cells for o in cell.get("outputs", [])]
+    assert not [o for o in outputs if o.get("output_type") == "error"]
+    return "\n".join(str(o.get("data", {}).get("text/plain", o.get("text", ""))) for o in outputs)

@@ -415,6 +415,11 @@ def onto_dataset(list_style=True):
             ("tc/ch/00/ch_0001", [(["yeah"], [0])]),
         ],
     }
+    return onto_splits(docs, list_style)
+
+
+def onto_splits(docs: dict, list_style: bool = True) -> dict:
+    """Fake OntoNotes splits: ``{split: [(document_id, [(words, tag ids), ...]), ...]}``."""
     features = onto_features(list_style)
     return {
         split: FakeDataset(

@@ -1,11 +1,8 @@
 """lmsim.layersim: the out-of-core (one pass per pair of models) similarity matrices."""
 
-import os
-from pathlib import Path
-
-import nbformat
 import numpy as np
 import pytest
+from _helpers import cache_without, execute_page
 
 from lmsim.data import load_corpus
 from lmsim.extract import extract_moments
@@ -58,36 +55,15 @@ def test_pair_passes_reject_empty_and_duplicate_models():
         pairwise_by_model_pairs("tiny-bert", [["a"]], METRICS)
 
 
-def _execute_page(tmp_path, monkeypatch, name: str, parameters: dict) -> str:
-    """Execute a Wu et al. page with its smoke values and ``parameters``; its text outputs
-    (printed streams and plain-text results)."""
-    papermill = pytest.importorskip("papermill")
-    repo = Path(__file__).resolve().parents[1]
-    monkeypatch.setenv("PYTHONPATH", str(repo))  # the kernel imports this checkout's lmsim
-    source = repo / "notebooks" / "wu2020_similarity" / f"{name}.ipynb"
-    out = tmp_path / f"{name}.ipynb"
-    papermill.execute_notebook(
-        str(source),
-        str(out),
-        parameters=parameters,
-        kernel_name="python3",
-        cwd=str(source.parent),
-        progress_bar=False,
-    )
-    text = nbformat.read(str(out), as_version=4)
-    outputs = [o for cell in text.cells for o in cell.get("outputs", [])]
-    assert not [o for o in outputs if o.get("output_type") == "error"]
-    return "\n".join(str(o.get("data", {}).get("text/plain", o.get("text", ""))) for o in outputs)
-
-
 @pytest.mark.slow
 def test_controls_page_runs_pair_by_pair(tmp_path, monkeypatch):
     """Page 04 with its smoke values in the paper profile's modes (Gram matrices for Fig. 2,
     one extraction per pair of models for Fig. 9, no pair cache): its sanity claim compares
     Fig. 2's ckasim through Gram matrices with the pairs' moment-based ckasim."""
-    shown = _execute_page(
+    shown = execute_page(
         tmp_path,
         monkeypatch,
+        "wu2020_similarity",
         "04_controls",
         {"gram": True, "model_pairs": True, "cache_pairs": False},
     )
@@ -98,15 +74,13 @@ def test_controls_page_runs_pair_by_pair(tmp_path, monkeypatch):
 def test_representations_page_runs_pair_by_pair_without_a_cache(tmp_path, monkeypatch):
     """Page 01 with its smoke values in the paper profile's mode (one extraction per pair of
     models, the pairs' moments not cached): no shard of any pair is written."""
-    shared = Path(os.environ.get("LMSIM_CACHE", Path.home() / ".cache" / "lmsim"))
-    cache = tmp_path / "cache"  # the shared models and zoo, an empty moments cache
-    cache.mkdir()
-    for folder in shared.iterdir() if shared.is_dir() else []:
-        if folder.name != "acts":
-            (cache / folder.name).symlink_to(folder)
-    monkeypatch.setenv("LMSIM_CACHE", str(cache))
-    shown = _execute_page(
-        tmp_path, monkeypatch, "01_representations", {"model_pairs": True, "cache_pairs": False}
+    cache = cache_without(tmp_path, monkeypatch, "acts")  # the shared models, no moments
+    shown = execute_page(
+        tmp_path,
+        monkeypatch,
+        "wu2020_similarity",
+        "01_representations",
+        {"model_pairs": True, "cache_pairs": False},
     )
     assert "one pass per pair of models" in shown and "skipped with model_pairs" in shown
     assert not list(cache.rglob("acts/*/shard_*.safetensors"))

@@ -23,8 +23,7 @@ from test_data_tasks import (
     Value,
     glue_dataset,
     install_fake_datasets,
-    onto_features,
-    onto_sentence,
+    onto_splits,
     unified_row,
 )
 
@@ -52,19 +51,7 @@ def _ontonotes() -> dict:
                 sentences = [(["Ann", "met", "Bob", "in", "Oslo"], [per, 0, per, 0, gpe])]
                 sentences.append((["Acme", "grew"], [org, 0]))
                 rows[split].append((doc, sentences))
-    features = onto_features(list_style=False)
-    return {
-        split: FakeDataset(
-            {
-                "document_id": [d for d, _ in docs],
-                "sentences": [
-                    [onto_sentence(w, t, i) for i, (w, t) in enumerate(s)] for _, s in docs
-                ],
-            },
-            features,
-        )
-        for split, docs in rows.items()
-    }
+    return onto_splits(rows, list_style=False)
 
 
 def _token_set(tag_feature) -> dict:
