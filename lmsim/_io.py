@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -36,7 +37,9 @@ def write_atomic(path: Path, write: Callable[[Path], None]) -> None:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    # One temporary name per writer (process and thread): two threads writing the same file
+    # must not rename or remove each other's temporary.
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}-{threading.get_ident()}")
     try:
         write(tmp)
         os.replace(tmp, path)

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from lmsim._cache import cache_dir
-from lmsim._io import move_aside
+from lmsim._io import move_aside, write_atomic
 from lmsim.data import keyword_domains, load_task, noniid_partitions
 from lmsim.finetune import predict_logits
 from lmsim.merge import load_fishers, load_grams, save_fishers, save_grams
@@ -466,7 +466,6 @@ def published_stats(
             return load(path, lazy=True)
         except (OSError, ValueError, SafetensorError) as err:
             move_aside(path, str(err), "computing them again", stacklevel=2)
-    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
-    save(partial, compute(), metadata)
-    os.replace(partial, path)  # a complete file or none: a failed run leaves no bad cache
+    stats = compute()
+    write_atomic(path, lambda tmp: save(tmp, stats, metadata))  # a complete file or none
     return load(path, lazy=True)

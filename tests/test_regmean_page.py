@@ -24,4 +24,4 @@ def test_regmean_page_runs_distilbert_with_published_stats(tmp_path, monkeypatch
     # and their 2 joints, 3 + 1 sentiment, 2 + 1 emotion, 2 + 1 NER and 1 regression task.
     assert len(grams) == 17 and all(p.startswith("regmean-") for p in grams)
     assert not list(stats.glob("*.fishers.safetensors"))  # Fishers stay in memory (float32)
-    assert not list(stats.glob(".*partial"))
+    assert not list(stats.glob(".*"))  # no temporary left behind

@@ -4,6 +4,7 @@ corrupt cache files are named, moved aside and recomputed, builds are determinis
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from pathlib import Path
 
@@ -203,3 +204,31 @@ def dataclasses_replace_tiny(**changes):
     import dataclasses
 
     return dataclasses.replace(TINY, **changes)
+
+
+def test_atomic_writes_of_one_file_from_two_threads_do_not_collide(tmp_path):
+    """Threads of one process writing the same file (the extraction manifest) each use their
+    own temporary: none renames or removes another's, and the file is one whole payload."""
+    import threading
+
+    from lmsim._io import write_json_atomic
+
+    path, errors = tmp_path / "manifest.json", []
+    barrier = threading.Barrier(4)
+
+    def work(i):
+        barrier.wait()
+        try:
+            for k in range(200):
+                write_json_atomic(path, {"writer": i, "k": k, "pad": "x" * 2000})
+        except Exception as err:  # noqa: BLE001 - any failure is the finding
+            errors.append(err)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:1]
+    assert json.loads(path.read_text())["k"] == 199
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["manifest.json"]
