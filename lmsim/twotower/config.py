@@ -1,0 +1,176 @@
+"""What a two-tower run is: the tower architecture, the run (name, seed) and the settings
+of both training phases."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from lmsim.training import TrainSettings
+
+TOWER_TYPES = ("elmo", "gpt", "bert")
+IGNORE_INDEX = -100
+
+
+@dataclass(frozen=True)
+class TowerConfig:
+    """Architecture of one tower (both towers of a model share it).
+
+    Attributes
+    ----------
+    tower : {"elmo", "gpt", "bert"}
+    hidden : int
+        Transformer width, or LSTM cells per direction.
+    layers : int
+        Transformer layers, or LSTM layers per direction.
+    heads : int
+        Attention heads (transformers).
+    intermediate : int or None
+        Feed-forward width (None: ``4 * hidden``).
+    embed : int or None
+        Word-vector size; transformers need ``hidden`` (None). ELMo may differ.
+    lstm_proj : int
+        LSTM projection size (0: none); ELMo projects its 4,096 cells to 512.
+    dropout : float
+    """
+
+    tower: str
+    hidden: int = 64
+    layers: int = 2
+    heads: int = 4
+    intermediate: int | None = None
+    embed: int | None = None
+    lstm_proj: int = 0
+    dropout: float = 0.0
+
+    def __post_init__(self):
+        if self.tower not in TOWER_TYPES:
+            raise ValueError(f"`tower` must be one of {TOWER_TYPES}, got {self.tower!r}")
+        for name in ("hidden", "layers", "heads"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"`{name}` must be >= 1, got {getattr(self, name)}")
+        if self.tower != "elmo":
+            if self.hidden % self.heads:
+                raise ValueError(
+                    f"`hidden`={self.hidden} must be divisible by `heads`={self.heads}"
+                )
+            if self.embed not in (None, self.hidden):
+                raise ValueError(
+                    f"transformer towers read the word vectors directly: `embed` must be None "
+                    f"or `hidden`={self.hidden}, got {self.embed}"
+                )
+
+    @property
+    def embed_dim(self) -> int:
+        """Size of the shared word vectors."""
+        return self.embed or self.hidden
+
+    @property
+    def state_dim(self) -> int:
+        """Size of one tower's state (ELMo: forward and backward concatenated)."""
+        if self.tower == "elmo":
+            return 2 * (self.lstm_proj or self.hidden)
+        return self.hidden
+
+    @property
+    def ffn_dim(self) -> int:
+        return self.intermediate or 4 * self.hidden
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One two-tower model to train: a name, its architecture and its seed."""
+
+    name: str
+    config: TowerConfig
+    seed: int = 0
+
+    @classmethod
+    def from_dict(cls, spec: Mapping) -> RunSpec:
+        """``{"name": "bert-s0", "tower": "bert", "hidden": 64, ..., "seed": 0}``."""
+        spec = dict(spec)
+        if "name" not in spec or "tower" not in spec:
+            raise ValueError(f"a run needs a `name` and a `tower`, got {spec!r}")
+        name, seed = spec.pop("name"), spec.pop("seed", 0)
+        known = {f.name for f in dataclasses.fields(TowerConfig)}
+        unknown = set(spec) - known
+        if unknown:
+            raise ValueError(f"run {name!r}: unknown keys {sorted(unknown)}; use {sorted(known)}")
+        return cls(name, TowerConfig(**spec), int(seed))
+
+
+@dataclass(frozen=True)
+class TwoTowerSettings:
+    """Data and optimisation of a run (both phases).
+
+    Attributes
+    ----------
+    corpora : tuple of str
+        :func:`lmsim.data.load_corpus` names, concatenated (``"ptb"``, ``"smoke"``,
+        ``"hf:..."``).
+    tokenizer : str
+        ``"zoo:<profile>"`` (the zoo's WordPiece tokenizer), ``"train:<vocab_size>"`` (the
+        zoo's deterministic WordPiece trained on these corpora), or a model name or hub id
+        (``"bert-base-uncased"``: BERT's WordPiece vocabulary).
+    seq_len : int
+        Tokens per chunk, ``[CLS]`` included; also the transformers' positions.
+    batch_size, steps, lr, warmup_frac, weight_decay : ...
+        Phase 1 (Adam β = (0.9, 0.98), the paper's settings by default).
+    head_steps, head_lr : int, float
+        Phase 2: each tower's new head.
+    max_train_lines, max_valid_lines : int or None
+    eval_every, n_eval_chunks, checkpoint_every : int
+    device : str
+    threads : int or None
+        CPU threads while training (restored afterwards); not part of the cache key. Runs
+        with the same thread count are bit-identical; another count can change the last
+        bits of CPU reductions.
+    bf16, fused_adamw, compile : bool
+        CUDA-only speed-ups.
+    """
+
+    corpora: tuple[str, ...] = ("ptb",)
+    tokenizer: str = "zoo:default"
+    seq_len: int = 64
+    batch_size: int = 16
+    steps: int = 1000
+    lr: float = 1e-3
+    warmup_frac: float = 0.06
+    weight_decay: float = 0.01
+    head_steps: int = 300
+    head_lr: float = 1e-3
+    max_train_lines: int | None = None
+    max_valid_lines: int | None = None
+    eval_every: int = 250
+    n_eval_chunks: int = 32
+    checkpoint_every: int = 250
+    device: str = "auto"
+    threads: int | None = None
+    bf16: bool = False
+    fused_adamw: bool = False
+    compile: bool = False
+
+    def __post_init__(self):
+        if isinstance(self.corpora, str):
+            object.__setattr__(self, "corpora", (self.corpora,))
+        object.__setattr__(self, "corpora", tuple(self.corpora))
+        if self.seq_len < 4:
+            raise ValueError(f"`seq_len` must be >= 4, got {self.seq_len}")
+        for name in ("batch_size", "steps", "head_steps", "eval_every", "checkpoint_every"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"`{name}` must be >= 1, got {getattr(self, name)}")
+
+    def train_settings(self, head: bool = False) -> TrainSettings:
+        """The :class:`~lmsim.training.TrainSettings` of phase 1 (or 2, ``head=True``)."""
+        return TrainSettings(
+            lr=self.head_lr if head else self.lr,
+            weight_decay=self.weight_decay,
+            warmup_frac=self.warmup_frac,
+            betas=(0.9, 0.98),
+            eval_every=self.eval_every,
+            checkpoint_every=self.checkpoint_every,
+            bf16=self.bf16,
+            fused_adamw=self.fused_adamw,
+            compile=self.compile,
+        )
