@@ -10,7 +10,7 @@ import torch
 
 from lmsim.blocks import block_name
 from lmsim.twotower.config import IGNORE_INDEX
-from lmsim.twotower.inputs import TowerData, inputs_and_labels
+from lmsim.twotower.inputs import TowerData, labelled_batches
 from lmsim.twotower.training import TrainedTwoTower
 
 
@@ -37,10 +37,7 @@ def tower_states(
     device = model.embedding.device
     gen = torch.Generator().manual_seed(seed)
     out: dict[str, list] = {}
-    for start in range(0, len(chunks), batch_size):
-        inputs, labels = inputs_and_labels(
-            model.config.tower, chunks[start : start + batch_size], data, gen
-        )
+    for inputs, labels in labelled_batches(model.config.tower, chunks, data, batch_size, gen):
         sel = (labels != IGNORE_INDEX).to(device)
         towers = model.states(inputs.to(device), all_layers=True)
         for role, which in (("primary", primary), ("secondary", 1 - primary)):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -137,3 +137,25 @@ def inputs_and_labels(
     labels[:, 0] = IGNORE_INDEX
     labels[batch == data.tokenizer.pad_token_id] = IGNORE_INDEX
     return batch, labels
+
+
+def labelled_batches(
+    tower: str, chunks: torch.Tensor, data: TowerData, batch_size: int, generator: torch.Generator
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """:func:`inputs_and_labels` of ``chunks`` in consecutive batches, in order.
+
+    Parameters
+    ----------
+    tower : {"elmo", "gpt", "bert"}
+    chunks : LongTensor of shape (n_chunks, seq_len)
+    data : TowerData
+    batch_size : int
+    generator : torch.Generator
+        The BERT masks' generator, drawn from batch after batch.
+
+    Yields
+    ------
+    inputs, labels : LongTensor of shape (<= batch_size, seq_len)
+    """
+    for start in range(0, len(chunks), batch_size):
+        yield inputs_and_labels(tower, chunks[start : start + batch_size], data, generator)

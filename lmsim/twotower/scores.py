@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from lmsim.twotower.config import IGNORE_INDEX
-from lmsim.twotower.inputs import TowerData, inputs_and_labels
+from lmsim.twotower.inputs import TowerData, labelled_batches
 from lmsim.twotower.training import TrainedTwoTower
 
 
@@ -94,10 +94,7 @@ def preference_scores(
     repeats = mask_repeats if model.config.tower == "bert" else 1
     gen = torch.Generator().manual_seed(seed)
     for _ in range(repeats):
-        for start in range(0, len(chunks), batch_size):
-            inputs, labels = inputs_and_labels(
-                model.config.tower, chunks[start : start + batch_size], data, gen
-            )
+        for inputs, labels in labelled_batches(model.config.tower, chunks, data, batch_size, gen):
             inputs, labels = inputs.to(device), labels.to(device)
             sel = labels != IGNORE_INDEX
             target = labels[sel]

@@ -29,7 +29,7 @@ from lmsim.training import (
     train,
 )
 from lmsim.twotower.config import IGNORE_INDEX, RunSpec, TowerConfig, TwoTowerSettings
-from lmsim.twotower.inputs import TowerData, inputs_and_labels, load_data
+from lmsim.twotower.inputs import TowerData, inputs_and_labels, labelled_batches, load_data
 from lmsim.twotower.model import OutputHead, TwoTowerLM, new_heads, two_tower_flops_per_token
 
 _WEIGHTS = "weights.pt"
@@ -63,10 +63,7 @@ def _val_ppl(predict, tower: str, data: TowerData, settings: TwoTowerSettings, d
     gen = _eval_generator()
     chunks = data.valid[: settings.n_eval_chunks]
     nll, nll_uni, n = None, 0.0, 0
-    for start in range(0, len(chunks), settings.batch_size):
-        inputs, labels = inputs_and_labels(
-            tower, chunks[start : start + settings.batch_size], data, gen
-        )
+    for inputs, labels in labelled_batches(tower, chunks, data, settings.batch_size, gen):
         targets = labels[labels != IGNORE_INDEX]
         logits = predict(inputs.to(device), labels.to(device))
         losses = [
@@ -217,25 +214,53 @@ def train_two_tower(
 
 
 def _train(spec, settings, device, work: Path, progress, stop_after):
+    """Phase 1, then phase 2, in ``work``: the model, its heads, the facts and both logs, or
+    None when ``stop_after`` interrupted a phase."""
     data = load_data(settings)
     torch.manual_seed(spec.seed)
     model = TwoTowerLM(spec.config, data.vocab_size, settings.seq_len).to(device)
     run = phase1_run(model, data, settings, spec.seed, device)
+    trained = _phase1(spec, settings, model, run, device, work, progress, stop_after)
+    if trained is None:
+        return None
+    done = _phase2(spec, settings, model, data, device, work, progress, stop_after)
+    if done is None:
+        return None
+    heads, head_results = done
+    facts = _facts(spec, settings, data, model, run, trained, head_results, device)
+    head_log = [{**row, "tower": k + 1} for k, r in enumerate(head_results) for row in r["log"]]
+    return model, heads, facts, (trained["log"], head_log)
+
+
+def _phase1(spec, settings, model, run, device, work: Path, progress, stop_after):
+    """Train ``run`` (Eq. 1), or load its finished state from ``work``; the training result,
+    or None when interrupted."""
     done_path = work / _PHASE1
     if done_path.exists():
         saved = torch.load(done_path, map_location=device, weights_only=True)
         model.load_state_dict(saved["model"])
-        trained = saved["trained"]
-    else:
-        for tower in model.towers:
-            maybe_compile(tower, settings.train_settings(), device)
-        trained = train(
-            run, settings.train_settings(), work / "phase1", device, spec.name, progress, stop_after
-        )
-        if not trained["finished"]:
-            return None
-        state = {"model": model.state_dict(), "trained": trained}
-        write_atomic(done_path, lambda tmp: torch.save(state, tmp))
+        return saved["trained"]
+    for tower in model.towers:
+        maybe_compile(tower, settings.train_settings(), device)
+    trained = train(
+        run, settings.train_settings(), work / "phase1", device, spec.name, progress, stop_after
+    )
+    if not trained["finished"]:
+        return None
+    state = {"model": model.state_dict(), "trained": trained}
+    write_atomic(done_path, lambda tmp: torch.save(state, tmp))
+    return trained
+
+
+def _phase2(spec, settings, model, data, device, work: Path, progress, stop_after):
+    """Freeze ``model`` and train one new head per tower (Eq. 2); the heads and both training
+    results, or None when interrupted.
+
+    Raises
+    ------
+    RuntimeError
+        Phase 2 changed a frozen weight of the embedding or towers.
+    """
     model.eval().requires_grad_(False)
     frozen = _frozen_state(model)
     heads = new_heads(spec.config, data.vocab_size, spec.seed).to(device)
@@ -258,9 +283,14 @@ def _train(spec, settings, device, work: Path, progress, stop_after):
         raise RuntimeError(
             f"{spec.name}: phase 2 changed a frozen weight of the embedding or towers"
         )
+    return heads, head_results
+
+
+def _facts(spec, settings, data, model, run, trained, head_results, device) -> dict:
+    """What ``run.json`` records of a finished run."""
     tokens_per_s = trained["tokens"] / max(trained["train_seconds"], 1e-9)
     last = [r["log"][-1] for r in head_results]
-    facts = {
+    return {
         "name": spec.name,
         "config": dataclasses.asdict(spec.config),
         "seed": spec.seed,
@@ -281,8 +311,6 @@ def _train(spec, settings, device, work: Path, progress, stop_after):
         "device": str(device),
         "torch": torch.__version__,
     }
-    head_log = [{**row, "tower": k + 1} for k, r in enumerate(head_results) for row in r["log"]]
-    return model, heads, facts, (trained["log"], head_log)
 
 
 @dataclass
