@@ -260,7 +260,7 @@ def test_load_sentences_ptb_caches_silver_json(tmp_path, monkeypatch):
     def no_spacy(*args, **kwargs):
         raise AssertionError("spaCy must not run when the annotations are cached")
 
-    monkeypatch.setattr(data, "silver_annotate", no_spacy)
+    monkeypatch.setattr(data.annotation, "silver_annotate", no_spacy)
     assert load_sentences("ptb", "test", max_sentences=5) == sentences
 
 
