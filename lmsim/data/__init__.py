@@ -19,7 +19,7 @@ One module per concern, each importing only the ones listed before it:
 - ``classification``: :func:`load_classification`, :func:`noniid_partitions`,
   :func:`keyword_domains`.
 - ``emotion``: one source of the unified emotion collection (:func:`emotion_task`).
-- ``tasks``: :func:`load_task` and the Hugging Face task loaders (GLUE, OntoNotes, NER).
+- ``task_loaders``: :func:`load_task` and the Hugging Face task loaders (GLUE, OntoNotes, NER).
 """
 
 from lmsim.data.annotation import (
@@ -55,7 +55,7 @@ from lmsim.data.smoke import _SMOKE_EMOTION_DOMAINS as _SMOKE_EMOTION_DOMAINS
 from lmsim.data.smoke import _SMOKE_EMOTIONS as _SMOKE_EMOTIONS
 from lmsim.data.smoke import _TIME_WORDS as _TIME_WORDS
 from lmsim.data.smoke import generate_smoke_sentences, smoke_task
-from lmsim.data.tasks import (
+from lmsim.data.task_loaders import (
     GLUE_TASKS,
     ONTONOTES_GENRES,
     TASK_SETS,
