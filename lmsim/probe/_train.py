@@ -1,0 +1,319 @@
+"""Training and scoring a probe: :func:`train_probe` and its :class:`ProbeResult`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from lmsim.probe._baselines import control_labels
+from lmsim.probe._fit import PENALTY_SCALINGS, _as_tensor, _column_stats, _fit, _predict
+from lmsim.probe._rankings import get_top_neurons
+
+SPLITS = ("train", "dev", "test")
+
+
+@dataclass
+class ProbeResult:
+    """A trained probe and its scores.
+
+    Attributes
+    ----------
+    weights : ndarray of shape (n_classes, n_neurons)
+        float32; on the standardised scale when ``standardize=True`` (see
+        :attr:`raw_weights`).
+    bias : ndarray of shape (n_classes,)
+    classes : ndarray of shape (n_classes,)
+        Label value of each row of ``weights``.
+    accuracy, majority : dict of str to float
+        Accuracy and majority-class baseline on each split given (``"train"``, ``"dev"``,
+        ``"test"``).
+    per_class_accuracy : dict of str to dict
+        Split → {label: accuracy on the words of that label} (labels present in the split).
+    control_accuracy, selectivity : dict of str to float, or None
+        With a control task: its accuracy and ``accuracy − control_accuracy`` per split.
+    losses : list of float
+        Mean step loss of every epoch.
+    mean, scale : ndarray of shape (n_neurons,) or None
+        Standardisation fitted on the training split.
+    settings : dict
+        Hyperparameters used.
+    """
+
+    weights: np.ndarray
+    bias: np.ndarray
+    classes: np.ndarray
+    accuracy: dict[str, float]
+    majority: dict[str, float]
+    per_class_accuracy: dict[str, dict]
+    losses: list[float]
+    settings: dict
+    mean: np.ndarray | None = None
+    scale: np.ndarray | None = None
+    control_accuracy: dict[str, float] | None = None
+    selectivity: dict[str, float] | None = None
+    majority_class: object = None
+    control: ProbeResult | None = field(default=None, repr=False)
+
+    @property
+    def train_acc(self) -> float:
+        return self.accuracy["train"]
+
+    @property
+    def dev_acc(self) -> float | None:
+        return self.accuracy.get("dev")
+
+    @property
+    def test_acc(self) -> float | None:
+        return self.accuracy.get("test")
+
+    @property
+    def raw_weights(self) -> np.ndarray:
+        """Weights on the original feature scale (``weights / scale``)."""
+        return self.weights if self.scale is None else self.weights / self.scale
+
+    def top_neurons(self, percentage: float):
+        """:func:`get_top_neurons` on this probe's weights, classes keyed by label."""
+        overall, per_class = get_top_neurons(self.weights, percentage)
+        return overall, {self.classes[c].item(): v for c, v in per_class.items()}
+
+    def predict(self, X, batch_size: int = 8192) -> np.ndarray:
+        """Predicted labels for rows of ``X (n, n_neurons)`` (computed on the CPU)."""
+        W = torch.from_numpy(self.weights)
+        b = torch.from_numpy(self.bias)
+        pred = _predict(
+            _as_tensor(X, torch.device("cpu")),
+            W,
+            b,
+            None if self.mean is None else torch.from_numpy(self.mean),
+            None if self.scale is None else torch.from_numpy(self.scale),
+            batch_size,
+        )
+        return self.classes[pred.numpy()]
+
+
+def train_probe(
+    X_train,
+    y_train,
+    X_dev=None,
+    y_dev=None,
+    X_test=None,
+    y_test=None,
+    *,
+    words_train: Sequence[str] | None = None,
+    words_dev: Sequence[str] | None = None,
+    words_test: Sequence[str] | None = None,
+    l1: float = 1e-5,
+    l2: float = 1e-5,
+    epochs: int = 10,
+    batch_size: int = 128,
+    lr: float = 1e-3,
+    penalty_scaling: str = "sample",
+    shuffle: bool = True,
+    standardize: bool = False,
+    classes=None,
+    seed: int = 0,
+    control_seed: int | None = None,
+    device="auto",
+) -> ProbeResult:
+    """Train an elastic-net logistic-regression probe and score it on every split given.
+
+    Parameters
+    ----------
+    X_train : ndarray or Tensor of shape (n_train, n_neurons)
+        Word activations (any float dtype; trained in float32). Moved to ``device`` whole
+        (``4 · n_train · n_neurons`` bytes there).
+    y_train : array-like of int, shape (n_train,)
+        Labels (any integers; mapped to rows of the weight matrix via ``classes``).
+    X_dev, y_dev, X_test, y_test : optional
+        Held-out splits, scored but never trained on.
+    words_train, words_dev, words_test : sequence of str, optional
+        Words of each row. With ``words_train`` a control task is trained and scored too
+        (:func:`control_labels`); the held-out splits need their words then.
+    l1, l2 : float
+        λ1 on ``Σ|W|`` and λ2 on ``‖W‖_F`` (FORMULAS §4: 1e-5 each).
+    epochs, batch_size, lr : int, int, float
+        Adam with torch defaults otherwise (FORMULAS §4: 10, 128, 1e-3).
+    penalty_scaling : {"sample", "neurox"}
+        How the penalty enters each step (:mod:`lmsim.probe`'s docstring).
+    shuffle : bool, default=True
+        Reshuffle the rows every epoch (seeded); ``False`` iterates in order, as NeuroX.
+    standardize : bool, default=False
+        Z-score every neuron with the training mean and standard deviation (constant
+        neurons get scale 1) before the probe, so weight masses compare neurons of
+        different scales; the weights are then on the standardised scale.
+    classes : array-like, optional
+        All label values (e.g. the 17 UPOS ids) in weight-row order. Default: the sorted
+        union of the labels of all splits given.
+    seed : int
+        Seeds initialisation and shuffling (one ``torch.Generator``).
+    control_seed : int, optional
+        Seed of the control labels (default: ``seed``).
+    device : str or torch.device, default="auto"
+        ``lmsim.models.resolve_device``: CUDA when present, else CPU.
+
+    Returns
+    -------
+    ProbeResult
+
+    References
+    ----------
+    FORMULAS §4; Dalvi et al. (2019); Hewitt & Liang (2019).
+    """
+    from lmsim.models import resolve_device
+
+    _check_options(penalty_scaling, epochs, batch_size, l1, l2)
+    dev = resolve_device(device)
+    data = _check_splits(
+        {"train": (X_train, y_train), "dev": (X_dev, y_dev), "test": (X_test, y_test)}
+    )
+    classes = _check_classes(classes, data)
+    Xt = {name: _as_tensor(X, dev) for name, (X, _) in data.items()}
+    mean, scale = _standardization(Xt["train"]) if standardize else (None, None)
+    settings = dict(
+        l1=l1,
+        l2=l2,
+        epochs=int(epochs),
+        batch_size=int(batch_size),
+        lr=lr,
+        penalty_scaling=penalty_scaling,
+        shuffle=shuffle,
+        standardize=standardize,
+        seed=seed,
+        device=str(dev),
+    )
+    labels = {name: y for name, (_, y) in data.items()}
+    result = _train_and_score(Xt, labels, classes, settings, mean, scale)
+    if words_train is not None:
+        words = {"train": words_train, "dev": words_dev, "test": words_test}
+        control_seed = seed if control_seed is None else control_seed
+        control = _control_labels(words, labels, control_seed)
+        _add_control(result, _train_and_score(Xt, control, classes, settings, mean, scale))
+    return result
+
+
+# ------------------------------------------------------------------- train_probe's steps
+def _check_options(penalty_scaling: str, epochs, batch_size, l1: float, l2: float) -> None:
+    """Raise on a penalty scaling, step count or penalty :func:`train_probe` cannot use."""
+    if penalty_scaling not in PENALTY_SCALINGS:
+        raise ValueError(
+            f"`penalty_scaling` must be one of {PENALTY_SCALINGS}, got {penalty_scaling!r}"
+        )
+    for name, value in (("epochs", epochs), ("batch_size", batch_size)):
+        if int(value) < 1:
+            raise ValueError(f"`{name}` must be a positive integer, got {value!r}")
+    if l1 < 0 or l2 < 0:
+        raise ValueError(f"`l1` and `l2` must be >= 0, got {l1!r} and {l2!r}")
+
+
+def _check_splits(splits: dict) -> dict[str, tuple]:
+    """The splits given, as ``{name: (X, y)}`` with ``y`` an array; raise on bad shapes.
+
+    ``X`` stays an ndarray or Tensor (other array-likes become float32 arrays).
+    """
+    data = {}
+    for name, (X, y) in splits.items():
+        if (X is None) != (y is None):
+            raise ValueError(f"give both `X_{name}` and `y_{name}` or neither")
+        if X is None:
+            continue
+        if not isinstance(X, (np.ndarray, torch.Tensor)):
+            X = np.asarray(X, dtype=np.float32)
+        y = np.asarray(y)
+        if X.ndim != 2 or X.shape[0] != y.shape[0] or y.ndim != 1:
+            raise ValueError(
+                f"`X_{name}` must be (n, n_neurons) and `y_{name}` (n,), got "
+                f"{tuple(X.shape)} and {y.shape}"
+            )
+        if name != "train" and X.shape[1] != data["train"][0].shape[1]:
+            raise ValueError(
+                f"`X_{name}` has {X.shape[1]} neurons but `X_train` has {data['train'][0].shape[1]}"
+            )
+        data[name] = (X, y)
+    if data["train"][0].shape[0] == 0:
+        raise ValueError("`X_train` has no rows")
+    return data
+
+
+def _check_classes(classes, data: dict[str, tuple]) -> np.ndarray:
+    """The label values in weight-row order (default: every label given, sorted)."""
+    if classes is None:
+        classes = np.unique(np.concatenate([y for _, y in data.values()]))
+    classes = np.asarray(classes)
+    if np.unique(classes).size != classes.size:
+        raise ValueError("`classes` has duplicate labels")
+    for name, (_, y) in data.items():
+        unknown = np.setdiff1d(np.unique(y), classes)
+        if unknown.size:
+            raise ValueError(f"`y_{name}` has labels {unknown[:5].tolist()} not in `classes`")
+    return classes
+
+
+def _standardization(X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """float32 column mean and scale of ``X`` (the standard deviation; 1 where it is 0)."""
+    mean, std = _column_stats(X)
+    scale = torch.where(std > 0, std, torch.ones_like(std)).float()
+    return mean.float(), scale
+
+
+def _class_index(classes: np.ndarray, y: np.ndarray, device) -> torch.Tensor:
+    """Row of the weight matrix of every label in ``y`` (int64, on ``device``)."""
+    sorter = np.argsort(classes, kind="stable")
+    pos = sorter[np.searchsorted(classes, y, sorter=sorter)]
+    return torch.as_tensor(pos, dtype=torch.long, device=device)
+
+
+def _train_and_score(Xt, labels, classes, settings, mean, scale) -> ProbeResult:
+    """Fit a probe to ``labels["train"]`` and score it on every split of ``labels``."""
+    y_train = _class_index(classes, labels["train"], Xt["train"].device)
+    W, b, losses = _fit(Xt["train"], y_train, len(classes), settings, mean, scale)
+    values, counts = np.unique(labels["train"], return_counts=True)
+    majority_class = values[np.argmax(counts)]
+    acc, majority, per_class = {}, {}, {}
+    for name, y in labels.items():
+        pred = classes[_predict(Xt[name], W, b, mean, scale, 8192).numpy()]
+        correct = pred == y
+        acc[name] = float(correct.mean()) if y.size else float("nan")
+        majority[name] = float((y == majority_class).mean()) if y.size else float("nan")
+        per_class[name] = {
+            v.item(): float(correct[y == v].mean()) for v in np.unique(y) if (y == v).any()
+        }
+    return ProbeResult(
+        weights=W.cpu().numpy(),
+        bias=b.cpu().numpy(),
+        classes=classes,
+        accuracy=acc,
+        majority=majority,
+        per_class_accuracy=per_class,
+        losses=losses,
+        settings=settings,
+        mean=None if mean is None else mean.cpu().numpy(),
+        scale=None if scale is None else scale.cpu().numpy(),
+        majority_class=majority_class.item(),
+    )
+
+
+def _control_labels(words: dict, labels: dict[str, np.ndarray], seed: int) -> dict:
+    """Control-task labels of every split in ``labels`` (:func:`control_labels`)."""
+    missing = [k for k in labels if words[k] is None]
+    if missing:
+        raise ValueError(f"a control task needs the words of every split; missing {missing}")
+    for k in labels:
+        if len(words[k]) != labels[k].shape[0]:
+            raise ValueError(
+                f"`words_{k}` has {len(words[k])} words but `y_{k}` {labels[k].shape[0]}"
+            )
+    names = list(labels)
+    ctrl = control_labels(
+        words["train"], labels["train"], *[words[k] for k in names[1:]], seed=seed
+    )
+    return dict(zip(names, ctrl, strict=True))
+
+
+def _add_control(result: ProbeResult, control: ProbeResult) -> None:
+    """Attach the control probe to ``result``, with its accuracy and the selectivity."""
+    result.control = control
+    result.control_accuracy = dict(control.accuracy)
+    result.selectivity = {k: result.accuracy[k] - control.accuracy[k] for k in result.accuracy}
