@@ -73,24 +73,20 @@ def _train_tiny_tokenizer(kind: str, vocab_size: int):
     if kind == "gpt2":
         # GPT-2 adds no special tokens; it has no pad token (load_model sets pad = eos).
         tok.post_processor = processors.ByteLevel(trim_offsets=False)
-        return PreTrainedTokenizerFast(
-            tokenizer_object=tok,
-            bos_token="<|endoftext|>",
-            eos_token="<|endoftext|>",
-            unk_token="<|endoftext|>",
-            model_max_length=128,
-            padding_side="right",
+        bos, eos, unk = "<|endoftext|>", "<|endoftext|>", "<|endoftext|>"
+    else:
+        # Llama prepends <s>; no pad token (load_model sets pad = eos).
+        tok.post_processor = processors.TemplateProcessing(
+            single="<s> $A",
+            pair="<s> $A <s> $B:1",
+            special_tokens=[("<s>", tok.token_to_id("<s>"))],
         )
-    bos_id = tok.token_to_id("<s>")
-    # Llama prepends <s>; no pad token (load_model sets pad = eos).
-    tok.post_processor = processors.TemplateProcessing(
-        single="<s> $A", pair="<s> $A <s> $B:1", special_tokens=[("<s>", bos_id)]
-    )
+        bos, eos, unk = "<s>", "</s>", "<unk>"
     return PreTrainedTokenizerFast(
         tokenizer_object=tok,
-        bos_token="<s>",
-        eos_token="</s>",
-        unk_token="<unk>",
+        bos_token=bos,
+        eos_token=eos,
+        unk_token=unk,
         model_max_length=128,
         padding_side="right",
     )
