@@ -173,7 +173,7 @@ def test_leave_one_out_from_one_factorisation_equals_per_target_fits(
     # Eq. L1-L2: every leave-one-out W from one inverse of the regularised joint covariance
     # and train R² from the normal equations equal a per-target solve with explicit
     # quadratic forms, for any ridge and both regularisers.
-    import lmsim.lmd as lmd_module
+    from lmsim.lmd import _loo as lmd_module  # where _loo_fits looks up _spd_inverse
 
     if case == "n >> d":
         train, test = correlated_models(seed, widths={**WIDTHS, "e": 6}, offset=3.0)

@@ -20,6 +20,7 @@ import torch
 
 from lmsim import models
 from lmsim.models import OFFLINE_MODELS, build_tiny_model, load_model, model_info
+from lmsim.models import _offline as offline  # where model_dir looks up the wheels' pins
 
 
 def _sha(data: bytes) -> str:
@@ -228,8 +229,8 @@ def test_mpnet_builds_from_split_wheels_once_and_loads(tmp_path, monkeypatch, fr
     blob = _zip_bytes(files, root="all-mpnet-base-v2")
     cuts = [len(blob) // 4, len(blob) // 2, 3 * len(blob) // 4]
     parts = _fake_wheels(monkeypatch, tmp_path / "site", _split(blob, cuts), "mpnet.zip")
-    monkeypatch.setattr(models, "_MPNET_PARTS", parts)
-    monkeypatch.setattr(models, "_MPNET_FILES", {n: _sha(d) for n, d in files.items()})
+    monkeypatch.setattr(offline, "_MPNET_PARTS", parts)
+    monkeypatch.setattr(offline, "_MPNET_FILES", {n: _sha(d) for n, d in files.items()})
 
     path = models.model_dir("all-mpnet-base-v2")
     assert path == fresh_cache / "models" / "all-mpnet-base-v2"
@@ -247,8 +248,8 @@ def test_mpnet_builds_from_split_wheels_once_and_loads(tmp_path, monkeypatch, fr
 def test_mpnet_bad_hash_leaves_no_cache(tmp_path, monkeypatch, fresh_cache):
     blob = _zip_bytes({"config.json": b"{}"}, root="all-mpnet-base-v2")
     parts = _fake_wheels(monkeypatch, tmp_path / "site", [blob], "mpnet.zip")
-    monkeypatch.setattr(models, "_MPNET_PARTS", parts)
-    monkeypatch.setattr(models, "_MPNET_FILES", {"config.json": "0" * 64})
+    monkeypatch.setattr(offline, "_MPNET_PARTS", parts)
+    monkeypatch.setattr(offline, "_MPNET_FILES", {"config.json": "0" * 64})
     with pytest.raises(ValueError, match="SHA-256"):
         models.model_dir("all-mpnet-base-v2")
     assert not list((fresh_cache / "models").iterdir())  # no half build, no temp folder
@@ -260,15 +261,15 @@ def test_gemma3_assembles_the_gguf_in_order_and_keeps_only_the_conversion(
     gguf = np.random.default_rng(4).bytes(3000)
     pieces = _split(gguf, [1000, 2000])
     parts = _fake_wheels(monkeypatch, tmp_path / "site", pieces, "g.gguf")
-    monkeypatch.setattr(models, "_GEMMA3_PARTS", parts)
-    monkeypatch.setattr(models, "_GEMMA3_SHA256", _sha(gguf))
+    monkeypatch.setattr(offline, "_GEMMA3_PARTS", parts)
+    monkeypatch.setattr(offline, "_GEMMA3_SHA256", _sha(gguf))
     seen = {}
 
     def fake_dequantise(folder, gguf_file, tmp):
         seen["bytes"] = (folder / gguf_file).read_bytes()
         build_tiny_model("llama", tmp, n_layers=1)
 
-    monkeypatch.setattr(models, "_dequantise_gguf", fake_dequantise)
+    monkeypatch.setattr(offline, "_dequantise_gguf", fake_dequantise)
     path = models.model_dir("gemma-3-270m")
     assert seen["bytes"] == gguf
     assert not (path / "_gguf").exists()
@@ -280,9 +281,9 @@ def test_gemma3_assembles_the_gguf_in_order_and_keeps_only_the_conversion(
 
 def test_gemma3_wrong_parts_fail_before_conversion(tmp_path, monkeypatch, fresh_cache):
     parts = _fake_wheels(monkeypatch, tmp_path / "site", [b"abc", b"def"], "g.gguf")
-    monkeypatch.setattr(models, "_GEMMA3_PARTS", parts)
-    monkeypatch.setattr(models, "_GEMMA3_SHA256", "0" * 64)
-    monkeypatch.setattr(models, "_dequantise_gguf", lambda *a: pytest.fail("converted"))
+    monkeypatch.setattr(offline, "_GEMMA3_PARTS", parts)
+    monkeypatch.setattr(offline, "_GEMMA3_SHA256", "0" * 64)
+    monkeypatch.setattr(offline, "_dequantise_gguf", lambda *a: pytest.fail("converted"))
     with pytest.raises(ValueError, match="expected 0000"):
         models.model_dir("gemma-3-270m")
     assert not list((fresh_cache / "models").iterdir())  # no half build, no temp folder

@@ -1,0 +1,200 @@
+"""The command line, ``python -m lmsim.reproduce``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from lmsim.reproduce._execute import RunResult, _relative, execute_run, failed_path
+from lmsim.reproduce._manifest import (
+    MANIFEST,
+    PROFILES,
+    SKIP,
+    _check_profile,
+    entry_source,
+    find_root,
+    is_skipped,
+    load_manifest,
+)
+from lmsim.reproduce._pages import _executed_pages
+from lmsim.reproduce._plan import plan_runs
+from lmsim.reproduce._provenance import _format_seconds
+from lmsim.reproduce._toc import write_toc
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m lmsim.reproduce",
+        description="Execute the book's notebooks (notebooks/runs.yml) with papermill.",
+    )
+    parser.add_argument(
+        "--profile",
+        default="default",
+        help=f"one of {list(PROFILES)} (default: default, the book's pages)",
+    )
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        action="extend",
+        metavar="SLUG[/PAGE]",
+        help="run only these chapters, or single pages given as slug/name",
+    )
+    parser.add_argument("--output-dir", type=Path, help="write executed notebooks here instead")
+    parser.add_argument("--root", type=Path, help="repository root (found from the cwd)")
+    parser.add_argument(
+        "--list",
+        action="store_true",
+        help="list chapters and pages (their source notebooks, the --profile's parameters "
+        "or skip), exit",
+    )
+    parser.add_argument(
+        "--write-toc", action="store_true", help="write _toc.yml from the manifest and exit"
+    )
+    parser.add_argument(
+        "-p",
+        "--parameter",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("NAME", "VALUE"),
+        help="override a parameter in every selected notebook that declares it; VALUE is "
+        "YAML (e.g. -p models '[minilm-l6, smollm2-135m]')",
+    )
+    parser.add_argument("--log-output", action="store_true", help="stream notebook output")
+    parser.add_argument("--no-progress", action="store_true", help="hide papermill's bars")
+    return parser
+
+
+def _list(manifest: Mapping[str, Any], profile: str, root: Path) -> None:
+    print("profiles:")
+    for name, text in manifest.get("profiles", {}).items():
+        print(f"  {name}: {text}")
+    print("chapters:")
+    if not manifest["chapters"]:
+        print("  (none yet)")
+    for chapter in manifest["chapters"]:
+        print(f"  {chapter['slug']}: {chapter['title']}")
+        for entry in chapter["notebooks"]:
+            line = f"    {entry['name']}"
+            if entry_source(entry) != entry["name"]:
+                line += f"  (runs {entry_source(entry)}.ipynb)"
+            params = entry.get(profile) or {}
+            if is_skipped(entry, profile):
+                line += f"  {profile}: skip (not run under this profile)"
+            elif params and profile != "smoke":
+                line += f"  {profile}: {params}"
+            print(line)
+
+
+def _parse_value(name: str, text: str) -> Any:
+    """A ``-p NAME VALUE`` value as YAML; a ``ValueError`` naming both when it is not."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ValueError(
+            f"-p {name} {text!r}: the value is not valid YAML ({problem}); quote strings "
+            "and write lists as '[a, b]'"
+        ) from None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command-line entry point; returns the exit status (0 when every notebook ran)."""
+    args = _parser().parse_args(argv)
+    try:
+        _check_profile(args.profile)
+        root = (args.root or find_root()).resolve()
+        manifest = load_manifest(root / MANIFEST)
+        if args.list:
+            _list(manifest, args.profile, root)
+            return 0
+        if args.write_toc:
+            path = write_toc(manifest, root)
+            n_chapters = len(_executed_pages(manifest, root))
+            print(f"wrote {path} ({n_chapters} chapter(s) with executed pages)")
+            return 0
+        overrides = {name: _parse_value(name, value) for name, value in args.parameter}
+        runs = plan_runs(manifest, args.profile, root, args.only, args.output_dir, overrides)
+        for run in runs:
+            run.output.parent.mkdir(parents=True, exist_ok=True)
+    except (ValueError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    skipped = [
+        f"{chapter['slug']}/{entry['name']}"
+        for chapter in manifest["chapters"]
+        if not args.only or chapter["slug"] in args.only
+        for entry in chapter["notebooks"]
+        if is_skipped(entry, args.profile)
+    ]
+    if skipped:
+        print(
+            f"not run under profile {args.profile!r} (`{args.profile}: {SKIP}` in {MANIFEST}): "
+            + ", ".join(skipped)
+        )
+    if not runs:
+        print(f"no notebooks in {MANIFEST} for profile {args.profile!r}; nothing to do")
+    results = []
+    for index, run in enumerate(runs, 1):
+        print(f"[{index}/{len(runs)}] {run.key} -> {run.output}", flush=True)
+        result = execute_run(
+            run, args.profile, root, progress_bar=not args.no_progress, log_output=args.log_output
+        )
+        if not result.ok:
+            kept = (
+                f"kept the previous page {run.output}"
+                if run.output.is_file()
+                else f"no page written at {run.output}"
+            )
+            print(
+                f"FAILED {run.source}: {result.error}\n  {kept}; the failed execution is at "
+                f"{failed_path(run, args.profile, root)}",
+                file=sys.stderr,
+            )
+        results.append(result)
+    _summarise(results, args.profile, root)
+    failed = [result for result in results if not result.ok]
+    if failed:
+        print(
+            f"{len(failed)} notebook(s) failed (previous pages kept): "
+            + ", ".join(
+                f"{result.run.source} -> {failed_path(result.run, args.profile, root)}"
+                for result in failed
+            ),
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+def _summarise(results: Sequence[RunResult], profile: str, root: Path) -> Path | None:
+    if not results:
+        return None
+    width = max(len(result.run.key) for result in results)
+    print(f"\nwall time per notebook (profile {profile}):")
+    for result in results:
+        flag = "ok" if result.ok else "FAILED"
+        print(f"  {result.run.key:<{width}}  {_format_seconds(result.wall_time_s):>12}  {flag}")
+    total = sum(result.wall_time_s for result in results)
+    print(f"  {'total':<{width}}  {_format_seconds(total):>12}")
+    path = root / "_build" / f"{profile}_times.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    times = json.loads(path.read_text()) if path.is_file() else {}
+    times.update(
+        {
+            result.run.key: {
+                "wall_time_s": round(result.wall_time_s, 3),
+                "status": "ok" if result.ok else "failed",
+                "output": _relative(result.run.output, root),
+            }
+            for result in results
+        }
+    )
+    path.write_text(json.dumps(times, indent=2) + "\n")
+    return path

@@ -1,0 +1,150 @@
+"""Executing one notebook with papermill: a temporary file, provenance, then the page."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import platform
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from lmsim.reproduce._manifest import _check_profile
+from lmsim.reproduce._parameters import _literal, declared_parameters
+from lmsim.reproduce._plan import NotebookRun
+from lmsim.reproduce._provenance import add_provenance
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """Outcome of one :class:`NotebookRun`: ``ok``, wall time and, on failure, the error."""
+
+    run: NotebookRun
+    ok: bool
+    wall_time_s: float
+    error: str | None = None
+
+
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return str(Path(path).resolve().relative_to(Path(root).resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _versions() -> dict[str, str]:
+    from importlib import metadata
+
+    versions = {"python": platform.python_version()}
+    for package in ("lmsim", "torch", "transformers", "numpy"):
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            versions[package] = "not installed"
+    return versions
+
+
+def _device() -> str:
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            return f"cuda ({torch.cuda.get_device_name(0)})"
+    except ImportError:
+        pass
+    return f"cpu ({os.cpu_count()} cores)"
+
+
+def failed_path(run: NotebookRun, profile: str, root: str | Path) -> Path:
+    """Where a failed execution of ``run`` is kept for debugging:
+    ``_build/failed/<profile>/<slug>/<name>.ipynb`` (outside ``book/``, so the book never
+    renders it and the previous good page stays in place)."""
+    return Path(root) / "_build" / "failed" / profile / run.slug / f"{run.name}.ipynb"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove_dead_temporaries(output: Path) -> None:
+    """Delete ``.<name>.running<pid>.ipynb`` files left by killed runs (dead pids only)."""
+    for tmp in output.parent.glob(f".{output.stem}.running*.ipynb"):
+        pid = tmp.name.removeprefix(f".{output.stem}.running").removesuffix(".ipynb")
+        if pid.isdigit() and not _pid_alive(int(pid)):
+            tmp.unlink(missing_ok=True)
+
+
+def execute_run(
+    run: NotebookRun,
+    profile: str,
+    root: str | Path,
+    progress_bar: bool = True,
+    log_output: bool = False,
+) -> RunResult:
+    """Execute one notebook with papermill and stamp its provenance; replace the page
+    only on success.
+
+    The kernel's working directory is the source notebook's folder. Papermill writes into
+    a temporary file next to the page (``.<name>.running<pid>.ipynb``); on success it is
+    stamped with ``status: "ok"`` and renamed over the page (atomic: a killed run leaves
+    the previous page as it was). A failed execution (traceback in its outputs,
+    ``status: "failed"`` in its provenance) goes to :func:`failed_path` and the previous
+    page, if any, is kept.
+    """
+    import papermill
+
+    _check_profile(profile)
+    root = Path(root)
+    run.output.parent.mkdir(parents=True, exist_ok=True)
+    _remove_dead_temporaries(run.output)
+    tmp = run.output.with_name(f".{run.output.stem}.running{os.getpid()}.ipynb")
+    declared = declared_parameters(run.source)
+    effective = {name: _literal(spec["default"]) for name, spec in declared.items()}
+    effective.update(run.parameters)
+    error = None
+    start = time.perf_counter()
+    try:
+        try:
+            papermill.execute_notebook(
+                str(run.source),
+                str(tmp),
+                parameters=dict(run.parameters),
+                kernel_name="python3",
+                cwd=str(run.source.parent),
+                progress_bar=progress_bar,
+                log_output=log_output,
+            )
+        except Exception as exc:  # papermill raises PapermillExecutionError, kernels others
+            error = f"{type(exc).__name__}: {exc}".strip()
+        finally:
+            wall = time.perf_counter() - start
+        info = {
+            "profile": profile,
+            "parameters": effective,
+            "overrides": dict(run.parameters),
+            "versions": _versions(),
+            "device": _device(),
+            "wall_time_s": round(wall, 3),
+            "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "source": _relative(run.source, root),
+            "page": run.key,
+            "status": "ok" if error is None else "failed",
+        }
+        failed = failed_path(run, profile, root)
+        if tmp.is_file():
+            add_provenance(tmp, info)
+            if error is None:
+                os.replace(tmp, run.output)
+                failed.unlink(missing_ok=True)
+            else:
+                failed.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(tmp, failed)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return RunResult(run, error is None, wall, error)

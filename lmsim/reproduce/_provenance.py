@@ -1,0 +1,86 @@
+"""Provenance of an executed page: ``metadata["lmsim"]`` and the sentence under its title."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+PROVENANCE_TAG = "lmsim-provenance"
+INJECTED_TAG = "injected-parameters"
+
+
+def _format_value(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _format_seconds(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, secs = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{int(minutes)} min {secs:.0f} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{int(hours)} h {int(minutes)} min"
+
+
+def provenance_text(info: Mapping[str, Any]) -> str:
+    """The provenance sentence inserted after the title of an executed notebook."""
+    params = ", ".join(
+        f"`{name}={_format_value(value)}`" for name, value in info["parameters"].items()
+    )
+    versions = ", ".join(f"{name} {version}" for name, version in info["versions"].items())
+    status = "" if info.get("status", "ok") == "ok" else " **(execution FAILED)**"
+    injected = ""
+    if info.get("overrides"):
+        injected = (
+            " The first code cell below holds the notebook's own defaults (the smoke values CI"
+            " runs); the cell after it, injected by papermill, sets this profile's values."
+        )
+    origin = ""
+    source, page = info.get("source"), info.get("page")
+    if source and page and Path(source).stem != page.rsplit("/", 1)[-1]:
+        origin = (
+            f"This page executes the source notebook `{source}` with the parameters of its "
+            "own entry in `notebooks/runs.yml`. "
+        )
+    return (
+        f"{origin}Executed with profile `{info['profile']}` on {info['date']} in "
+        f"{_format_seconds(info['wall_time_s'])} ({info['device']}){status}; "
+        f"parameters: {params or 'none'}; versions: {versions}.{injected}"
+    )
+
+
+def _title_index(cells: list) -> int:
+    for index, cell in enumerate(cells):
+        if cell.get("cell_type") == "markdown" and cell.get("source", "").lstrip().startswith("#"):
+            return index
+        if cell.get("cell_type") == "code":
+            break
+    return -1
+
+
+def add_provenance(path: str | Path, info: Mapping[str, Any]) -> None:
+    """Record ``info`` in ``metadata["lmsim"]`` of the notebook at ``path`` and describe it
+    in a markdown cell (tagged ``lmsim-provenance``) right after the title cell.
+
+    Parameters
+    ----------
+    path : str or Path
+        An executed notebook; rewritten in place.
+    info : mapping
+        ``profile, parameters, overrides, versions, device, wall_time_s, date, source,
+        page, status`` (``page`` is ``"<slug>/<name>"``; it differs from the source's stem
+        when the manifest entry has a ``source``).
+    """
+    import nbformat
+
+    nb = nbformat.read(str(path), as_version=4)
+    nb.metadata["lmsim"] = dict(info)
+    nb.cells = [
+        cell for cell in nb.cells if PROVENANCE_TAG not in cell.get("metadata", {}).get("tags", [])
+    ]
+    cell = nbformat.v4.new_markdown_cell(provenance_text(info), metadata={"tags": [PROVENANCE_TAG]})
+    nb.cells.insert(_title_index(nb.cells) + 1, cell)
+    nbformat.write(nb, str(path))
