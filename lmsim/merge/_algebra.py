@@ -412,14 +412,7 @@ def regmean_linear(
     ----------
     Jin et al. (2023), Eq. 1-2 (linear models), Algorithm 1; App. A, Eq. 4.
     """
-    weights, grams = list(weights), list(grams)
-    if not weights:
-        raise ValueError("`weights` is empty: pass one (d_out, d_in) weight per model")
-    if len(weights) != len(grams):
-        raise ValueError(
-            f"`weights` and `grams` must have one entry per model, got {len(weights)} and "
-            f"{len(grams)}"
-        )
+    weights, grams = _per_model(weights, grams, ("weights", "grams"), "one (d_out, d_in) weight")
     numpy_out = _all_numpy(weights) and _all_numpy(grams)
     device = weights[0].device if isinstance(weights[0], torch.Tensor) else "cpu"
     acc = RegMeanAccumulator(
@@ -478,14 +471,7 @@ def fisher_average(params: Sequence, fishers: Sequence, eps: float = 1e-6):
     ----------
     Matena & Raffel (2022), Eq. 3; Jin et al. (2023), Sec. 2 ("Fisher averaging").
     """
-    params, fishers = list(params), list(fishers)
-    if not params:
-        raise ValueError("`params` is empty: pass one array per model")
-    if len(params) != len(fishers):
-        raise ValueError(
-            f"`params` and `fishers` must have one entry per model, got {len(params)} and "
-            f"{len(fishers)}"
-        )
+    params, fishers = _per_model(params, fishers, ("params", "fishers"), "one array")
     if not float(eps) > 0.0:
         raise ValueError(f"`eps` must be > 0 (it keeps Σ F_i away from 0), got {eps!r}")
     ps = [_as_f64(p, f"params[{i}]") for i, p in enumerate(params)]
@@ -500,6 +486,19 @@ def fisher_average(params: Sequence, fishers: Sequence, eps: float = 1e-6):
         num += f * p
         den += f
     return _out_like(num / den, _all_numpy(params) and _all_numpy(fishers))
+
+
+def _per_model(values, stats, names: tuple[str, str], one: str) -> tuple[list, list]:
+    """``values`` and ``stats`` as lists, checked to hold one entry per model, at least one."""
+    values, stats = list(values), list(stats)
+    if not values:
+        raise ValueError(f"`{names[0]}` is empty: pass {one} per model")
+    if len(values) != len(stats):
+        raise ValueError(
+            f"`{names[0]}` and `{names[1]}` must have one entry per model, got {len(values)} "
+            f"and {len(stats)}"
+        )
+    return values, stats
 
 
 def _same_shapes(ts: Sequence[torch.Tensor], what: str) -> None:

@@ -248,11 +248,10 @@ def merge_models(
     ----------
     Jin et al. (2023), Algorithm 1; Matena & Raffel (2022).
     """
-    regexes = _check_arguments(
-        method, missing_gram, alpha, diag_constant, {"grams": grams, "fishers": fishers}, exclude
-    )
+    given = {"grams": grams, "fishers": fishers}
+    regexes = _check_arguments(method, missing_gram, alpha, diag_constant, given, exclude)
     device = torch.device(device)
-    statistics = _statistics(method, {"grams": grams, "fishers": fishers})
+    statistics = _statistics(method, given)
     acc = RegMeanAccumulator(
         alpha, diag_constant, ridge, device=device, product_dtype=product_dtype
     )
@@ -432,9 +431,9 @@ def _plan(model: nn.Module, method: str, regexes) -> tuple[dict, dict]:
     for pname, _ in model.named_parameters():
         if any(r.search(pname) for r in regexes):
             plan[pname] = ("kept", "excluded by `exclude`")
-        elif method == "fisher":
-            plan[pname] = ("fisher", "")
-        elif method == "regmean" and pname in linear_weight:
+        elif method != "regmean":  # a parameter-wise method merges every parameter
+            plan[pname] = (method, "")
+        elif pname in linear_weight:
             if pname in shared:
                 # A tied LM head is also the input embedding: RegMean's regression for the
                 # output layer would silently change the embedding lookup too.
