@@ -1,0 +1,501 @@
+"""Model-level merges: :func:`merge_models` over Hugging Face models of one architecture,
+and the :class:`MergeReport` that names how each parameter was merged.
+
+Linear weights go to RegMean (:class:`lmsim.merge.RegMeanAccumulator`); every other
+parameter, and every parameter of a parameter-wise method, to that method's combiner in
+:mod:`lmsim.merge._paramwise` (where a new parameter-wise method is added).
+
+References
+----------
+Jin et al. (2023), Algorithm 1; Matena & Raffel (2022).
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from lmsim.merge._algebra import RegMeanAccumulator, _check_alpha
+from lmsim.merge._files import load_fishers, load_grams
+from lmsim.merge._paramwise import PARAMWISE, MergeOptions
+
+METHODS = ("regmean", *PARAMWISE)
+# Config fields that legitimately differ between fine-tuned copies of one architecture.
+_CONFIG_IGNORED = {
+    "num_labels",
+    "id2label",
+    "label2id",
+    "_name_or_path",
+    "name_or_path",
+    "architectures",
+    "problem_type",
+    "finetuning_task",
+    "torch_dtype",
+    "dtype",
+    "transformers_version",
+    "_commit_hash",
+    "_attn_implementation_autoset",
+    "_attn_implementation",
+}
+
+
+def linear_layers(model: nn.Module) -> dict[str, tuple[nn.Module, bool]]:
+    """Linear layers of a model: ``{module_name: (module, transposed)}``.
+
+    ``transposed`` is True for GPT-2's ``transformers.pytorch_utils.Conv1D``, whose weight
+    is stored ``(in, out)``; ``nn.Linear`` stores ``(out, in)``.
+    """
+    try:
+        from transformers.pytorch_utils import Conv1D
+    except ImportError:  # pragma: no cover - transformers is a dependency
+        Conv1D = ()
+    out = {}
+    for name, module in model.named_modules():
+        if isinstance(module, nn.Linear):
+            out[name] = (module, False)
+        elif Conv1D and isinstance(module, Conv1D):
+            out[name] = (module, True)
+    return out
+
+
+@dataclass
+class MergeReport:
+    """How each parameter of a merged model was obtained.
+
+    Attributes
+    ----------
+    method : str
+        ``"regmean"``, ``"simple"`` or ``"fisher"``: the method asked for.
+    n_models : int
+    entries : dict of str to (how, note)
+        Every name of ``model.named_parameters(remove_duplicate=False)``. ``how`` is one of
+        ``"regmean"``, ``"simple"``, ``"fisher"``, ``"kept"`` (first model's value, not
+        merged) or ``"tied"`` (an alias of another parameter, merged once under that name);
+        ``note`` says why.
+    """
+
+    method: str
+    n_models: int = 0
+    entries: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+    def counts(self) -> dict[str, int]:
+        """Number of parameters per ``how``."""
+        out: dict[str, int] = {}
+        for how, _ in self.entries.values():
+            out[how] = out.get(how, 0) + 1
+        return out
+
+    def names(self, how: str) -> list[str]:
+        """Parameter names merged by ``how``."""
+        return [k for k, (h, _) in self.entries.items() if h == how]
+
+    def to_frame(self):
+        """A ``pandas.DataFrame`` with columns ``parameter``, ``how``, ``note``."""
+        import pandas as pd
+
+        return pd.DataFrame(
+            [(k, h, n) for k, (h, n) in self.entries.items()],
+            columns=["parameter", "how", "note"],
+        )
+
+    def check_complete(self, model: nn.Module) -> None:
+        """Raise ``ValueError`` unless every parameter name of ``model`` is accounted for."""
+        names = [n for n, _ in model.named_parameters(remove_duplicate=False)]
+        missing = [n for n in names if n not in self.entries]
+        extra = [n for n in self.entries if n not in set(names)]
+        if missing or extra:
+            raise ValueError(f"report does not match the model: missing {missing}, extra {extra}")
+
+    def __str__(self) -> str:
+        counts = ", ".join(f"{v} {k}" for k, v in sorted(self.counts().items()))
+        lines = [f"{self.method} merge of {self.n_models} models: {counts}"]
+        for name, (how, note) in self.entries.items():
+            if how in ("kept", "tied") or note:
+                lines.append(f"  {name}: {how}" + (f" ({note})" if note else ""))
+        return "\n".join(lines)
+
+
+def _resolve(item):
+    """An item of a lazily given sequence: the value itself, or a zero-arg callable's result."""
+    if isinstance(item, nn.Module):
+        return item
+    if callable(item):
+        return item()
+    return item
+
+
+def _param_aliases(model: nn.Module) -> dict[str, str]:
+    """``{alias_name: canonical_name}`` for parameters shared under several names."""
+    canonical: dict[int, str] = {}
+    aliases = {}
+    for name, p in model.named_parameters(remove_duplicate=False):
+        if id(p) in canonical:
+            aliases[name] = canonical[id(p)]
+        else:
+            canonical[id(p)] = name
+    return aliases
+
+
+def _config_diff(a: nn.Module, b: nn.Module) -> list[str]:
+    ca, cb = getattr(a, "config", None), getattr(b, "config", None)
+    if ca is None or cb is None or not hasattr(ca, "to_dict"):
+        return []
+    da, db = ca.to_dict(), cb.to_dict()
+    keys = (set(da) | set(db)) - _CONFIG_IGNORED
+    return sorted(k for k in keys if da.get(k) != db.get(k))
+
+
+def _load_stats(item, what: str, i: int, loader: Callable) -> Mapping:
+    item = _resolve(item)
+    if isinstance(item, (str, Path)):
+        return loader(item)
+    if isinstance(item, Mapping):
+        return item
+    from lmsim.moments import Moments
+
+    if isinstance(item, Moments):
+        raise TypeError(
+            f"`{what}[{i}]` is one Moments; pass a dict of Grams: grams_from_moments(moms)"
+        )
+    raise TypeError(
+        f"`{what}[{i}]` must be a dict of tensors, a saved file path or a zero-arg callable "
+        f"returning one, got {type(item).__name__}"
+    )
+
+
+def merge_models(
+    models: Iterable,
+    grams: Iterable | None = None,
+    fishers: Iterable | None = None,
+    method: str = "regmean",
+    alpha: float = 0.9,
+    *,
+    diag_constant: float = 0.0,
+    fisher_eps: float = 1e-6,
+    exclude: str | Sequence[str] | None = None,
+    missing_gram: str = "raise",
+    ridge: float = 1e-8,
+    device: str | torch.device = "cpu",
+    product_dtype: str = "float64",
+) -> tuple[nn.Module, MergeReport]:
+    """Merge models of one architecture by RegMean, Fisher or simple averaging.
+
+    Models are visited one at a time: with ``models`` (and ``grams``/``fishers``) given
+    as zero-arg callables that load them, memory is one model plus the float64 sums,
+    whatever the number of models.
+
+    Parameters
+    ----------
+    models : iterable of nn.Module or zero-arg callables returning one
+        Hugging Face models of one class and config (labels aside), e.g.
+        ``[functools.partial(AutoModelForSequenceClassification.from_pretrained, p)
+        for p in paths]``. They are not modified.
+    grams : iterable of dict, path or callable, optional
+        Per model, ``{linear_module_name: (d_in, d_in) Gram}`` as returned by
+        :func:`collect_grams`, a file written by :func:`save_grams`, or a callable returning
+        either (a path is read lazily, one layer's Gram at a time). Required for
+        ``method="regmean"``.
+    fishers : iterable of dict, path or callable, optional
+        Per model, ``{parameter_name: diagonal Fisher}`` (:func:`collect_fishers`).
+        Required for ``method="fisher"``.
+    method : {"regmean", "simple", "fisher"}, default="regmean"
+    alpha : float in [0, 1], default=0.9
+        RegMean's off-diagonal scale (the paper's default, 0.1 for T5).
+    diag_constant : float, default=0.0
+        RegMean's additive diagonal regulariser (App. C, Table 8).
+    fisher_eps : float, default=1e-6
+        Floor of the Fisher values (:func:`fisher_average`).
+    exclude : regex or list of regexes, optional
+        Parameter names (``re.search``) not to merge, e.g. ``r"^classifier\\."`` for task
+        heads of different tasks; the merged model keeps the first model's values.
+    missing_gram : {"raise", "simple"}, default="raise"
+        A linear layer without a Gram raises ``KeyError``, or is simply averaged.
+    ridge : float, default=1e-8
+        Relative ridge for singular Gram sums (:class:`SingularGramWarning`).
+    device : str or torch.device, default="cpu"
+        Where the float64 sums live and the solves run.
+    product_dtype : {"float64", "float32"}, default="float64"
+        Precision of RegMean's ``G̃_i W_iᵀ`` products, most of a merge's FLOPs; the sums
+        and solves stay float64 (see :class:`RegMeanAccumulator` for the accuracy cost).
+
+    Returns
+    -------
+    merged : nn.Module
+        The first model with the merged parameters (its dtype kept): a deep copy when
+        ``models[0]`` is a module, the loaded model itself when it is a callable (so a
+        callable must return a fresh model). Buffers (e.g. position ids) are the first
+        model's.
+    report : MergeReport
+        How each parameter was merged; every parameter name is listed.
+
+    Notes
+    -----
+    * RegMean applies to every ``nn.Linear`` and GPT-2 ``Conv1D`` weight; biases,
+      embeddings and norms are simply averaged (the paper's recipe).
+    * Parameters whose shapes differ between models (task heads with different label
+      counts) are kept from the first model and reported as ``"kept"``.
+    * A weight tied to another parameter (an LM head tied to the embeddings) is simply
+      averaged once and its alias reported as ``"tied"``.
+
+    References
+    ----------
+    Jin et al. (2023), Algorithm 1; Matena & Raffel (2022).
+    """
+    given = {"grams": grams, "fishers": fishers}
+    regexes = _check_arguments(method, missing_gram, alpha, diag_constant, given, exclude)
+    device = torch.device(device)
+    statistics = _statistics(method, given)
+    acc = RegMeanAccumulator(
+        alpha, diag_constant, ridge, device=device, product_dtype=product_dtype
+    )
+    run = _ModelMerge(method, regexes, missing_gram, acc, MergeOptions(device, fisher_eps))
+    for i, item in enumerate(models):
+        run.add(i, item, statistics)
+    run.check_counts(statistics)
+    run.write_merged()
+    return run.first, run.report()
+
+
+def _needed_statistics(method: str) -> str | None:
+    """The argument of :func:`merge_models` that ``method`` needs one entry per model of."""
+    return "grams" if method == "regmean" else PARAMWISE[method].statistics
+
+
+def _check_arguments(
+    method: str, missing_gram: str, alpha, diag_constant, given: Mapping, exclude
+) -> list[re.Pattern]:
+    """Validate :func:`merge_models`' options; return the compiled ``exclude`` regexes."""
+    if method not in METHODS:
+        raise ValueError(f"`method` must be one of {list(METHODS)}, got {method!r}")
+    if missing_gram not in ("raise", "simple"):
+        raise ValueError(f"`missing_gram` must be 'raise' or 'simple', got {missing_gram!r}")
+    _check_alpha(alpha, diag_constant)
+    what = _needed_statistics(method)
+    if what is not None and given[what] is None:
+        raise ValueError(
+            f"method={method!r} needs `{what}` (one dict per model, from collect_{what}); "
+            "or use method='simple'"
+        )
+    patterns = [exclude] if isinstance(exclude, str) else list(exclude or [])
+    try:
+        return [re.compile(p) for p in patterns]
+    except re.error as err:
+        raise ValueError(f"`exclude` has an invalid regex: {err}") from err
+
+
+def _statistics(method: str, given: Mapping) -> dict[str, Iterator]:
+    """``{argument name: iterator over its entries}`` for the statistics ``method`` uses."""
+    what = _needed_statistics(method)
+    return {} if what is None else {what: iter(given[what])}
+
+
+class _ModelMerge:
+    """The running state of one :func:`merge_models` call: models are added one at a time.
+
+    Model 0 fixes the plan (how each canonical parameter is merged) and the shapes; every
+    model's parameters then go to RegMean's accumulator or to their method's combiner
+    (:data:`lmsim.merge._paramwise.PARAMWISE`), and :meth:`write_merged` writes the merged
+    values into model 0.
+    """
+
+    def __init__(self, method, regexes, missing_gram, acc, options: MergeOptions):
+        self.method, self.regexes, self.missing_gram = method, regexes, missing_gram
+        self.acc = acc
+        self.combiners = {how: combiner(options) for how, combiner in PARAMWISE.items()}
+        self.first: nn.Module | None = None
+        self.plan: dict[str, tuple[str, str]] = {}
+        self.shapes: dict[str, tuple[int, ...]] = {}
+        # param name -> (module name, transposed)
+        self.regmean_layers: dict[str, tuple[str, bool]] = {}
+        self.n = 0
+
+    def add(self, i: int, item, statistics: Mapping[str, Iterator]) -> None:
+        """Add model ``i`` (a module or a zero-arg callable) and its statistics."""
+        model = _resolve(item)
+        if not isinstance(model, nn.Module):
+            raise TypeError(
+                f"`models[{i}]` must be an nn.Module or a zero-arg callable returning one, "
+                f"got {type(model).__name__}"
+            )
+        params = dict(model.named_parameters())  # canonical names only (ties removed)
+        if self.first is None:
+            # A model the merge loaded itself (from a callable) becomes the output; a
+            # caller's model is copied, never modified.
+            self.first = copy.deepcopy(model) if model is item else model
+            self.plan, self.regmean_layers = _plan(model, self.method, self.regexes)
+            self.shapes = {k: tuple(p.shape) for k, p in params.items()}
+        else:
+            _check_compatible(self.first, model, i, self.shapes, params)
+        stats = _next_statistics(statistics, model, i)
+        for pname, p in params.items():
+            self._add_parameter(i, pname, p, stats)
+        self.acc.next_model()
+        self.n += 1
+
+    def _add_parameter(self, i: int, pname: str, p: torch.Tensor, stats: Mapping) -> None:
+        how, _ = self.plan[pname]
+        if how == "kept":
+            return
+        if self.shapes[pname] != tuple(p.shape):
+            self.plan[pname] = (
+                "kept",
+                f"shape {tuple(p.shape)} in model {i} vs {self.shapes[pname]} in model 0",
+            )
+            for combiner in self.combiners.values():
+                combiner.discard(pname)
+            self.acc.release(pname)
+            return
+        if how == "regmean":
+            how = self._add_linear(i, pname, p, stats["grams"])
+            if how == "regmean":
+                return
+        combiner = self.combiners[how]
+        combiner.add(pname, p, i, stats.get(combiner.statistics))
+
+    def _add_linear(self, i: int, pname: str, p: torch.Tensor, gmap: Mapping) -> str:
+        """Add a linear weight to RegMean; ``"simple"`` when model 0 has no Gram for it."""
+        module_name, transposed = self.regmean_layers[pname]
+        if module_name in gmap:
+            self.acc.add_layer(pname, p, gmap[module_name], transposed=transposed)
+            return "regmean"
+        if self.missing_gram == "raise":
+            raise KeyError(
+                f"no Gram for linear layer {module_name!r} of model {i}; collect "
+                "Grams with collect_grams on this model, exclude the layer with "
+                "`exclude`, or pass missing_gram='simple'"
+            )
+        if i:
+            raise KeyError(
+                f"no Gram for linear layer {module_name!r} of model {i}, but model "
+                "0 had one; give every model Grams for the same layers"
+            )
+        self.plan[pname] = ("simple", "no Gram for this layer (missing_gram='simple')")
+        return "simple"
+
+    def check_counts(self, statistics: Mapping[str, Iterator]) -> None:
+        """Raise unless there was a model, and no statistics are left over."""
+        if self.first is None:
+            raise ValueError("`models` is empty: pass at least one model to merge")
+        for what, it in statistics.items():
+            if next(it, None) is not None:
+                raise ValueError(
+                    f"`{what}` has more entries than `models` ({self.n}); pass one per model"
+                )
+
+    def write_merged(self) -> None:
+        """Solve or average each merged parameter into model 0, in its dtype and device."""
+        with torch.no_grad():
+            for pname, p in dict(self.first.named_parameters()).items():
+                how, _ = self.plan[pname]
+                if how == "kept":
+                    continue
+                if how == "regmean":
+                    value = self.acc.solve(pname, transposed=self.regmean_layers[pname][1])
+                    self.acc.release(pname)
+                else:
+                    value = self.combiners[how].pop(pname, self.n)
+                p.copy_(value.to(device=p.device, dtype=p.dtype))
+
+    def report(self) -> MergeReport:
+        """Every parameter name of the merged model, tied aliases included."""
+        report = MergeReport(method=self.method, n_models=self.n)
+        aliases = _param_aliases(self.first)
+        for name, _ in self.first.named_parameters(remove_duplicate=False):
+            if name in aliases:
+                target = aliases[name]
+                how = self.plan[target][0]
+                report.entries[name] = ("tied", f"same tensor as {target!r} ({how})")
+            else:
+                report.entries[name] = self.plan[name]
+        return report
+
+
+def _plan(model: nn.Module, method: str, regexes) -> tuple[dict, dict]:
+    """Per canonical parameter name: (how, note); and RegMean's ``{param: (module, transposed)}``."""
+    aliases = _param_aliases(model)  # alias -> canonical name
+    shared: dict[str, list[str]] = {}
+    for alias, target in aliases.items():
+        shared.setdefault(target, []).append(alias)
+    linear_weight = {}
+    for mname, (_, transposed) in linear_layers(model).items():
+        pname = f"{mname}.weight" if mname else "weight"
+        linear_weight[aliases.get(pname, pname)] = (mname, transposed)
+    plan, regmean_layers = {}, {}
+    for pname, _ in model.named_parameters():
+        if any(r.search(pname) for r in regexes):
+            plan[pname] = ("kept", "excluded by `exclude`")
+        elif method != "regmean":  # a parameter-wise method merges every parameter
+            plan[pname] = (method, "")
+        elif pname in linear_weight:
+            if pname in shared:
+                # A tied LM head is also the input embedding: RegMean's regression for the
+                # output layer would silently change the embedding lookup too.
+                plan[pname] = ("simple", f"tied with {shared[pname]}; RegMean not applied")
+            else:
+                plan[pname] = ("regmean", "")
+                regmean_layers[pname] = linear_weight[pname]
+        else:
+            plan[pname] = ("simple", "")
+    return plan, regmean_layers
+
+
+def _check_compatible(first: nn.Module, model: nn.Module, i: int, shapes, params) -> None:
+    if type(model) is not type(first):
+        raise ValueError(
+            f"`models[{i}]` is a {type(model).__name__} but models[0] a "
+            f"{type(first).__name__}; merge only models of one architecture"
+        )
+    diff = _config_diff(first, model)
+    if diff:
+        raise ValueError(
+            f"`models[{i}]` has a different config from models[0] in {diff[:8]}; merge only "
+            "fine-tuned copies of one architecture"
+        )
+    missing = [k for k in shapes if k not in params]
+    extra = [k for k in params if k not in shapes]
+    if missing or extra:
+        raise ValueError(
+            f"`models[{i}]` has different parameter names from models[0]: missing "
+            f"{missing[:5]}, unexpected {extra[:5]}; merge only models of one architecture"
+        )
+
+
+def _next_stats(it, what: str, i: int, loader) -> Mapping:
+    try:
+        item = next(it)
+    except StopIteration:
+        raise ValueError(
+            f"`{what}` has fewer entries than `models` (none for model {i}); pass one per model"
+        ) from None
+    return _load_stats(item, what, i, loader)
+
+
+def _check_gram_names(gmap: Mapping, model: nn.Module, i: int) -> None:
+    modules = set(linear_layers(model))
+    unknown = [k for k in gmap if k not in modules]
+    if unknown:
+        raise KeyError(
+            f"`grams[{i}]` has Grams for {unknown[:5]}, which are not linear layers of "
+            f"models[{i}] ({type(model).__name__}); the Grams belong to another architecture"
+        )
+
+
+# The loader of each statistics argument's saved files (read lazily, one tensor at a time).
+_LOADERS = {"grams": load_grams, "fishers": load_fishers}
+
+
+def _next_statistics(statistics: Mapping[str, Iterator], model: nn.Module, i: int) -> dict:
+    """Model ``i``'s entry of each statistics argument, loaded; Grams checked on ``model``."""
+    out = {}
+    for what, it in statistics.items():
+        out[what] = _next_stats(it, what, i, functools.partial(_LOADERS[what], lazy=True))
+        if what == "grams":
+            _check_gram_names(out[what], model, i)
+    return out
