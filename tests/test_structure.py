@@ -558,3 +558,20 @@ def test_quiet_page_checks_catch_noise():
     )
     categories = {p.category for p in check.check_output_text("p", "", noisy)}
     assert {"progress", "warning", "local_path"} <= categories
+
+
+# ------------------------------------------------------------------------ module sizes
+# One room per concern: a module past ~600 lines becomes a package of concerns
+# (CONVENTIONS.md); 900 is the hard limit.
+MAX_MODULE_LINES = 900
+
+
+@pytest.mark.parametrize(
+    "path", sorted((REPO / "lmsim").rglob("*.py")), ids=lambda p: str(p.relative_to(REPO))
+)
+def test_no_module_over_the_size_limit(path):
+    n_lines = len(path.read_text().splitlines())
+    assert n_lines <= MAX_MODULE_LINES, (
+        f"{path.relative_to(REPO)} has {n_lines} lines (limit {MAX_MODULE_LINES}): split it by "
+        "concern into a package that re-exports its public names"
+    )
