@@ -402,7 +402,9 @@ def probe_sweep(
     -------
     DataFrame
         One row per key: ``key``, ``n_neurons``, ``train``, ``dev``, ``test`` accuracy,
-        ``majority`` (test), and ``control`` and ``selectivity`` (test) where trained.
+        ``majority`` (test), ``epochs_run`` and ``converged`` (None unless ``tol`` is
+        passed, see :func:`lmsim.probe.train_probe`), and ``control`` and
+        ``selectivity`` (test) where trained.
     """
     rows = []
     classes = np.arange(int(n_classes))
@@ -417,6 +419,7 @@ def probe_sweep(
             **probe_kwargs,
         )
         row = {"key": key, "n_neurons": cols.size, **r.accuracy, "majority": r.majority["test"]}
+        row.update(epochs_run=r.n_epochs, converged=r.converged)
         if control:
             row.update(control=r.control_accuracy["test"], selectivity=r.selectivity["test"])
         rows.append(row)

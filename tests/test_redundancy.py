@@ -123,6 +123,7 @@ def test_probe_sweep_rows_and_control():
     )
     assert list(table.key) == ["all", "noise"]
     assert list(table.n_neurons) == [5, 2]
+    assert list(table.epochs_run) == [10, 10] and table.converged.isna().all()
     full, noise = table.iloc[0], table.iloc[1]
     assert full.test > noise.test + 0.3 and full.test > full.majority
     assert full.selectivity == pytest.approx(full.test - full.control)
