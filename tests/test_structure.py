@@ -444,7 +444,14 @@ LAYERS = [
         "lmsim.cluster",
         "lmsim.finetune",
     ],
-    ["lmsim.twotower", "lmsim.brown", "lmsim.udhr", "lmsim.layersim", "lmsim.merge_setups"],
+    [
+        "lmsim.twotower",
+        "lmsim.brown",
+        "lmsim.udhr",
+        "lmsim.layersim",
+        "lmsim.merge_setups",
+        "lmsim.selection",
+    ],
     ["lmsim.redundancy"],
     ["lmsim.reproduce"],
 ]
