@@ -451,6 +451,7 @@ LAYERS = [
         "lmsim.layersim",
         "lmsim.merge_setups",
         "lmsim.selection",
+        "lmsim.subset_controls",
     ],
     ["lmsim.redundancy"],
     ["lmsim.reproduce"],
