@@ -26,6 +26,7 @@ from safetensors.torch import save_file
 
 from lmsim import data, models, reproduce, tasks, zoo
 from lmsim.extract import extract_activations, extract_moments
+from lmsim.layersim import pairwise_by_model_pairs
 from lmsim.metrics import (
     attnsim,
     linear_cka,
@@ -35,7 +36,6 @@ from lmsim.metrics import (
     rbf_cka,
     svcca,
 )
-from lmsim.layersim import pairwise_by_model_pairs
 from lmsim.moments import Moments
 from lmsim.probe import train_probe
 from lmsim.selection import select_representatives
