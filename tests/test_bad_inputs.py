@@ -26,6 +26,7 @@ from safetensors.torch import save_file
 
 from lmsim import data, models, reproduce, tasks, zoo
 from lmsim.extract import extract_activations, extract_moments
+from lmsim.layersim import pairwise_by_model_pairs
 from lmsim.metrics import (
     attnsim,
     linear_cka,
@@ -36,6 +37,9 @@ from lmsim.metrics import (
     svcca,
 )
 from lmsim.moments import Moments
+from lmsim.probe import train_probe
+from lmsim.selection import select_representatives
+from lmsim.subset_controls import paired_bootstrap
 from lmsim.training import TrainSettings
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -416,6 +420,18 @@ CASES = [
      FileNotFoundError, r"no emotion collection at .*unify-emotion-datasets"),
     ("metrics", "entity-f1-lengths", lambda c: tasks.entity_f1([["O", "B-PER"]], [["O"]]),
      ValueError, r"sentence 0: 2 predicted tags but 1 gold tags"),
+    ("metrics", "probe-tol-negative",
+     lambda c: train_probe(X, np.arange(30) % 2, tol=-1, device="cpu"),
+     ValueError, r"`tol` must be a finite relative decrease >= 0 or None, got -1"),
+    ("metrics", "selection-policy-unknown",
+     lambda c: select_representatives([0, 1], "best"),
+     ValueError, r"`policy` must be one of \('random', 'first', 'last', 'max_score'\), got 'best'"),
+    ("metrics", "bootstrap-groups-length",
+     lambda c: paired_bootstrap([True, False], [True, True], groups=[0]),
+     ValueError, r"`groups` must give one unit per word \(2\)"),
+    ("metrics", "layersim-pair-unknown-model",
+     lambda c: pairwise_by_model_pairs(["tiny-bert"], [["a"]], {}, pairs=[["tiny-bert", "nope"]]),
+     ValueError, r"every entry of `pairs` must be two different names of `models`"),
     ("metrics", "macro-f1-not-binary", lambda c: tasks.multilabel_macro_f1([[2]], [[1]]),
      ValueError, r"`pred01` and `gold01` must hold only 0 and 1"),
     # ------------------------------------------------------------------ runner
