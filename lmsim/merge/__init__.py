@@ -1,4 +1,5 @@
-"""Dataless merging of fine-tuned language models: RegMean, Fisher and simple averaging.
+"""Dataless merging of fine-tuned language models: RegMean, Fisher and simple averaging,
+and the task-vector merges (task arithmetic, TIES, DARE) users of other merging libraries expect.
 
 RegMean (Jin et al. 2023) merges linear layers by the closed-form solution of a regression
 problem: the merged weight is the one whose outputs are closest, in least squares, to each
@@ -55,16 +56,20 @@ Design decisions
 
 Modules
     ``_algebra`` (RegMean's regularisation, solve and accumulator; simple and Fisher
-    averages), ``_models`` (:func:`merge_models`, :class:`MergeReport`), ``_paramwise``
-    (the parameter-wise methods' combiners: add a new method there), ``_grams`` and
-    ``_fisher`` (collecting the statistics), ``_files`` (their safetensors files),
-    ``_ensemble`` (the logit-ensemble baseline).
+    averages), ``_taskvectors`` (task arithmetic, TIES and DARE on arrays), ``_models``
+    (:func:`merge_models`, :class:`MergeReport`), ``_paramwise`` (the parameter-wise
+    methods' combiners: add a new method there), ``_grams`` and ``_fisher`` (collecting the
+    statistics), ``_files`` (their safetensors files), ``_ensemble`` (the logit-ensemble
+    baseline).
 
 References
 ----------
 Jin, Ren, Preotiuc-Pietro & Cheng (2023). Dataless Knowledge Fusion by Merging Weights of
 Language Models. ICLR. Eq. 1-2, Algorithm 1, App. A (Eq. 4, 8, 9), App. C (Table 8).
 Matena & Raffel (2022). Merging Models with Fisher-Weighted Averaging. NeurIPS.
+Ilharco et al. (2023). Editing Models with Task Arithmetic. ICLR.
+Yadav et al. (2023). TIES-Merging: Resolving Interference When Merging Models. NeurIPS.
+Yu et al. (2024). Language Models are Super Mario (DARE). ICML.
 """
 
 from lmsim.merge._algebra import (
@@ -82,6 +87,15 @@ from lmsim.merge._fisher import collect_fishers
 from lmsim.merge._grams import collect_grams, grams_from_moments
 from lmsim.merge._models import METHODS as METHODS
 from lmsim.merge._models import MergeReport, linear_layers, merge_models
+from lmsim.merge._taskvectors import (
+    TRIM_SCOPES,
+    dare,
+    dare_generator,
+    dare_keep_mask,
+    task_arithmetic,
+    ties_merging,
+    trim_threshold,
+)
 
 __all__ = [
     "SingularGramWarning",
@@ -89,6 +103,13 @@ __all__ = [
     "regmean_linear",
     "simple_average",
     "fisher_average",
+    "task_arithmetic",
+    "ties_merging",
+    "dare",
+    "trim_threshold",
+    "dare_generator",
+    "dare_keep_mask",
+    "TRIM_SCOPES",
     "RegMeanAccumulator",
     "MergeReport",
     "linear_layers",
