@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import torch
 from _kinds import build_base
+from torch import nn
 from transformers import AutoModelForSequenceClassification
 
 from lmsim.merge import (
@@ -374,3 +375,135 @@ def test_ties_model_scope_agrees_with_fusion_bench(family, monkeypatch, capsys):
     merged, _ = merge_models(models, method="ties", base=base, density=0.2, trim="model")
     got = torch.cat([(_named(merged)[n] - b[n]).reshape(-1) for n in names])
     torch.testing.assert_close(got, merged_tv.float().double(), rtol=0, atol=1e-7)
+
+
+# ====================================================================== released Fishers
+def _naive_batch_fisher(model, tok, texts, loss_of, batch_size):
+    """Mean over batches (padded to their longest text by the tokenizer) of the squared
+    gradient of the batch's loss: the released ``compute_fisher``, written out."""
+    totals = {n: torch.zeros_like(p, dtype=torch.float64) for n, p in model.named_parameters()}
+    starts = range(0, len(texts), batch_size)
+    for s in starts:
+        enc = tok(texts[s : s + batch_size], padding=True, return_tensors="pt")
+        model.zero_grad()
+        loss_of(model(**enc).logits, slice(s, s + batch_size)).backward()
+        for n, p in model.named_parameters():
+            totals[n] += p.grad.double() ** 2
+    model.zero_grad()
+    return {n: t / len(starts) for n, t in totals.items()}
+
+
+FISHER_TEXTS = [
+    "alice went to paris today",
+    "bob saw a dog",
+    "the cat and the bird went to rome with carol",
+    "a good dog",
+    "then bob went to oslo",
+]
+
+
+def _hard(logits, _):
+    log_probs = torch.log_softmax(logits, -1)
+    return nn.functional.nll_loss(log_probs, logits.argmax(-1))
+
+
+@pytest.mark.parametrize(
+    ("problem", "mode", "labels", "loss_of"),
+    [
+        ("single_label_classification", "hard", None, _hard),
+        # The released code's "hard" Fisher takes a softmax over multi-label logits too.
+        ("multi_label_classification", "hard", None, _hard),
+        (
+            "single_label_classification",
+            "hard_empirical",
+            [0, 2, 1, 1, 0],
+            lambda f, rows: nn.functional.cross_entropy(f, torch.tensor([0, 2, 1, 1, 0])[rows]),
+        ),
+        (
+            "multi_label_classification",
+            "hard_empirical",
+            [[1, 0, 1], [0, 0, 1], [1, 1, 0], [0, 1, 0], [1, 0, 0]],
+            lambda f, rows: nn.functional.binary_cross_entropy_with_logits(
+                f,
+                torch.tensor(
+                    [[1, 0, 1], [0, 0, 1], [1, 1, 0], [0, 1, 0], [1, 0, 0]], dtype=torch.float32
+                )[rows],
+            ),
+        ),
+        (
+            "regression",
+            "hard",
+            [0.5, 1.0, -0.3, 2.0, 0.1],
+            lambda f, rows: nn.functional.mse_loss(
+                f[:, 0], torch.tensor([0.5, 1.0, -0.3, 2.0, 0.1])[rows]
+            ),
+        ),
+    ],
+)
+def test_released_fishers_square_batch_gradients(family, problem, mode, labels, loss_of):
+    from lmsim.merge import collect_fishers
+
+    _, models, tok = family
+    path = models[0].config._name_or_path
+    n_labels = 1 if problem == "regression" else 3
+    torch.manual_seed(1)
+    model = AutoModelForSequenceClassification.from_pretrained(
+        path, num_labels=n_labels, problem_type=problem
+    ).eval()
+    got = collect_fishers(model, tok, FISHER_TEXTS, labels, mode=mode, batch_size=2, progress=False)
+    ref = _naive_batch_fisher(model, tok, FISHER_TEXTS, loss_of, batch_size=2)
+    for name in ("classifier.out_proj.bias", "roberta.encoder.layer.1.output.dense.weight"):
+        torch.testing.assert_close(got[name].double(), ref[name], rtol=1e-4, atol=1e-10)
+    emb = "roberta.embeddings.word_embeddings.weight"  # sparse rows, squared after summing
+    torch.testing.assert_close(got[emb].double(), ref[emb], rtol=1e-4, atol=1e-10)
+
+
+def test_released_fisher_differs_from_the_per_example_fisher(family):
+    from lmsim.merge import collect_fishers
+
+    _, models, tok = family
+    hard = collect_fishers(models[0], tok, FISHER_TEXTS, mode="hard", batch_size=1, progress=False)
+    # With batches of one, the squared batch gradient is the per-example one: argmax labels.
+    argmax = [int(models[0](**tok(t, return_tensors="pt")).logits.argmax()) for t in FISHER_TEXTS]
+    emp = collect_fishers(models[0], tok, FISHER_TEXTS, argmax, mode="empirical", progress=False)
+    name = "classifier.out_proj.weight"
+    torch.testing.assert_close(hard[name], emp[name], rtol=1e-4, atol=1e-10)
+    batched = collect_fishers(
+        models[0], tok, FISHER_TEXTS, mode="hard", batch_size=4, progress=False
+    )
+    assert not torch.allclose(batched[name], hard[name], rtol=1e-3)
+    with pytest.raises(ValueError, match="needs `labels`"):
+        collect_fishers(models[0], tok, FISHER_TEXTS, mode="hard_empirical", progress=False)
+    with pytest.raises(ValueError, match="`batch_size` must be a positive int"):
+        collect_fishers(models[0], tok, FISHER_TEXTS, mode="hard", batch_size=0, progress=False)
+
+
+@pytest.mark.parametrize(
+    ("mode", "tags"), [("hard", None), ("hard_empirical", [[1, 0, 2], [0, 0], [3, 1, 0, 2]])]
+)
+def test_released_token_fisher_averages_nll_over_the_batch_words(tmp_path, mode, tags):
+    from transformers import AutoModelForTokenClassification, AutoTokenizer
+
+    from lmsim.merge import collect_fishers
+
+    path = build_base("bert", tmp_path, seed=0)
+    torch.manual_seed(2)
+    model = AutoModelForTokenClassification.from_pretrained(path, num_labels=4).eval()
+    tok = AutoTokenizer.from_pretrained(path)
+    words = [["alice", "went", "paris"], ["bob", "smith"], ["the", "dog", "saw", "carol"]]
+    got = collect_fishers(model, tok, words, tags, mode=mode, batch_size=3, progress=False)
+    # Naive: one batch; each sentence alone (padding changes no real token's output), the
+    # word's first sub-word picked by hand, the NLL averaged over the batch's words.
+    nll = []
+    for i, ws in enumerate(words):
+        pieces = [tok(w, add_special_tokens=False)["input_ids"] for w in ws]
+        ids = [tok.cls_token_id, *[t for p in pieces for t in p], tok.sep_token_id]
+        starts = 1 + np.cumsum([0] + [len(p) for p in pieces])[:-1]
+        log_probs = torch.log_softmax(model(input_ids=torch.tensor([ids])).logits[0, starts], -1)
+        ys = log_probs.argmax(-1) if tags is None else torch.tensor(tags[i])
+        nll.append(-log_probs[torch.arange(len(ws)), ys])
+    model.zero_grad()
+    torch.cat(nll).mean().backward()
+    for name in ("classifier.bias", "bert.encoder.layer.0.attention.self.query.weight"):
+        ref = model.get_parameter(name).grad.double() ** 2
+        torch.testing.assert_close(got[name].double(), ref, rtol=1e-4, atol=1e-10)

@@ -34,6 +34,10 @@ Design decisions
       saw (models fine-tuned on longer texts would otherwise dominate). ``reduction="sum"``
       gives the literal ``X_iᵀX_i`` of Eq. 1, the pooled least-squares solution, which
       weighs each model by its token count. :func:`regmean_linear` uses what it is given.
+    * **Grams come from float32 forward passes on every device** (:func:`collect_grams`
+      autocasts to bfloat16 or float16 only when ``dtype`` names it) and are summed in
+      float64; :func:`collect_fishers` runs the model in its own precision, without
+      autocast, and sums the squares in float64.
     * **Padding is excluded by default**; ``paper_compat_padding=True`` averages over all
       positions, padding included, as the released code does.
     * **Singular sums.** When ``Σ G̃_i`` is not numerically positive definite (Cholesky
@@ -60,7 +64,8 @@ Modules
     (:func:`merge_models`, :class:`MergeReport`), ``_paramwise`` (the parameter-wise
     methods' combiners: add a new method there), ``_grams`` and ``_fisher`` (collecting the
     statistics), ``_files`` (their safetensors files), ``_ensemble`` (the logit-ensemble
-    baseline).
+    baseline), ``_released`` (the released code's α per task family), ``_exactness``
+    (float32 solves against the float64 one, per layer).
 
 References
 ----------
@@ -81,12 +86,14 @@ from lmsim.merge._algebra import (
     simple_average,
 )
 from lmsim.merge._ensemble import ensemble_logits
+from lmsim.merge._exactness import linear_weights, regmean_exactness
 from lmsim.merge._files import load_fishers, load_grams, load_metadata, save_fishers, save_grams
 from lmsim.merge._fisher import FISHER_LABELS as FISHER_LABELS
 from lmsim.merge._fisher import collect_fishers
 from lmsim.merge._grams import collect_grams, grams_from_moments
 from lmsim.merge._models import METHODS as METHODS
 from lmsim.merge._models import MergeReport, linear_layers, merge_models
+from lmsim.merge._released import RELEASED_ALPHA, ReleasedAlpha, released_alpha
 from lmsim.merge._taskvectors import (
     TRIM_SCOPES,
     dare,
@@ -123,4 +130,9 @@ __all__ = [
     "load_fishers",
     "load_metadata",
     "ensemble_logits",
+    "regmean_exactness",
+    "linear_weights",
+    "released_alpha",
+    "RELEASED_ALPHA",
+    "ReleasedAlpha",
 ]
