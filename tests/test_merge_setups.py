@@ -101,7 +101,7 @@ def test_keyword_setup_matches_the_rows_of_each_domain_in_order():
     task = _task(n_train=200, n_test=80)
     keywords = {"drinks": ["coffee", "tea"], "pets": ["dog", "cat"]}
     spec = {"set": "smoke", "keywords": keywords, "other": "pantry", "ood": ["pets"]}
-    import lmsim.merge_setups as ms
+    import lmsim.merge_setups._setups as ms
 
     original = ms.load_task
     ms.load_task = lambda name, seed=0: task
@@ -127,7 +127,7 @@ def test_keyword_setup_matches_the_rows_of_each_domain_in_order():
 def test_domain_setup_errors_name_the_problem():
     with pytest.raises(ValueError, match="`keywords`.*or `domains`"):
         domain_setup("x", {"sets": {}})
-    import lmsim.merge_setups as ms
+    import lmsim.merge_setups._setups as ms
 
     original = ms.load_task
     ms.load_task = lambda name, seed=0: _task()
