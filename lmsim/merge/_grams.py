@@ -85,8 +85,10 @@ def collect_grams(
     reduction : {"mean", "sum"}, default="mean"
         See :func:`grams_from_moments`.
     paper_compat_padding : bool, default=False
-        False: real tokens only. True: every position, padding included, padded to
-        ``max_length`` when given (the authors' code).
+        False: real tokens only. True: every position, padding included, of batches of
+        ``batch_size`` texts in the given order, each padded to its longest text, as the
+        released code collects them (``local_trainer.compute_grams`` over its padded train
+        batches; 16 texts a batch in its configs).
     dtype : str or torch.dtype, optional
         Precision of the forward pass. None: float32 on every device, so that the float64
         RegMean solve runs on Grams of float32 activations (the sums are float64 either
