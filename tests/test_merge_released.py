@@ -164,3 +164,25 @@ def test_linear_weights_are_out_by_in():
     ws = linear_weights(model)
     assert tuple(ws["transformer.h.0.mlp.c_fc"].shape) == (32, 8)  # Conv1D stores (8, 32)
     assert tuple(ws["lm_head"].shape) == (20, 8)
+
+
+@pytest.mark.gpu
+def test_cuda_grams_default_to_float32_forward_passes(tmp_path):
+    """On a GPU the default Grams match the CPU's float32 ones to float32 rounding, while a
+    bfloat16 autocast (asked for) is visibly coarser."""
+    from _kinds import build_base
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from lmsim.merge import collect_grams
+
+    path = build_base("bert", tmp_path)
+    model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=2).eval()
+    tok = AutoTokenizer.from_pretrained(path)
+    texts = ["alice went to paris today", "bob saw a dog", "the cat and the bird"] * 4
+    kw = dict(batch_size=4, progress=False)
+    cpu = collect_grams(model, tok, texts, device="cpu", **kw)
+    cuda = collect_grams(model.cuda(), tok, texts, device="cuda", **kw)
+    bf16 = collect_grams(model, tok, texts, device="cuda", dtype="bfloat16", **kw)
+    name = "bert.encoder.layer.1.output.dense"
+    torch.testing.assert_close(cuda[name], cpu[name], rtol=1e-4, atol=1e-6)
+    assert not torch.allclose(bf16[name], cpu[name], rtol=1e-4, atol=1e-6)
