@@ -61,9 +61,9 @@ Design decisions
 Modules
     ``_algebra`` (RegMean's regularisation, solve and accumulator; simple and Fisher
     averages), ``_taskvectors`` (task arithmetic, TIES and DARE on arrays), ``_models``
-    (:func:`merge_models`, :class:`MergeReport`), ``_paramwise`` (the parameter-wise
-    methods' combiners: add a new method there), ``_grams`` and ``_fisher`` (collecting the
-    statistics), ``_files`` (their safetensors files), ``_ensemble`` (the logit-ensemble
+    (:func:`merge_models`), ``_report`` (:class:`MergeReport`), ``_paramwise`` (the
+    parameter-wise methods' combiners: add a new method there), ``_grams`` and ``_fisher``
+    (collecting the statistics), ``_files`` (their safetensors files), ``_ensemble`` (the logit-ensemble
     baseline), ``_released`` (the released code's α per task family), ``_exactness``
     (float32 solves against the float64 one, per layer).
 
@@ -92,8 +92,9 @@ from lmsim.merge._fisher import FISHER_LABELS as FISHER_LABELS
 from lmsim.merge._fisher import collect_fishers
 from lmsim.merge._grams import collect_grams, grams_from_moments
 from lmsim.merge._models import METHODS as METHODS
-from lmsim.merge._models import MergeReport, linear_layers, merge_models
+from lmsim.merge._models import linear_layers, merge_models
 from lmsim.merge._released import RELEASED_ALPHA, ReleasedAlpha, released_alpha
+from lmsim.merge._report import MergeReport
 from lmsim.merge._taskvectors import (
     TRIM_SCOPES,
     dare,

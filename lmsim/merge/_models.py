@@ -1,5 +1,6 @@
 """Model-level merges: :func:`merge_models` over Hugging Face models of one architecture,
-and the :class:`MergeReport` that names how each parameter was merged.
+with the :class:`lmsim.merge.MergeReport` (``_report``) that names how each parameter was
+merged.
 
 Linear weights go to RegMean (:class:`lmsim.merge.RegMeanAccumulator`); every other
 parameter, and every parameter of a parameter-wise method, to that method's combiner in
@@ -16,7 +17,6 @@ import copy
 import functools
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -25,6 +25,7 @@ from torch import nn
 from lmsim.merge._algebra import RegMeanAccumulator, _check_alpha
 from lmsim.merge._files import load_fishers, load_grams
 from lmsim.merge._paramwise import OPTIONS, PARAMWISE, MergeOptions
+from lmsim.merge._report import MergeReport
 
 METHODS = ("regmean", *PARAMWISE)
 # Config fields that legitimately differ between fine-tuned copies of one architecture.
@@ -63,63 +64,6 @@ def linear_layers(model: nn.Module) -> dict[str, tuple[nn.Module, bool]]:
         elif Conv1D and isinstance(module, Conv1D):
             out[name] = (module, True)
     return out
-
-
-@dataclass
-class MergeReport:
-    """How each parameter of a merged model was obtained.
-
-    Attributes
-    ----------
-    method : str
-        The method asked for (one of :data:`lmsim.merge.METHODS`).
-    n_models : int
-    entries : dict of str to (how, note)
-        Every name of ``model.named_parameters(remove_duplicate=False)``. ``how`` is a
-        method of :data:`lmsim.merge.METHODS`, ``"masked"`` (the head weight under
-        ``head_rows``), ``"kept"`` (first model's value, not merged) or ``"tied"`` (an alias
-        of another parameter, merged once under that name); ``note`` says why.
-    """
-
-    method: str
-    n_models: int = 0
-    entries: dict[str, tuple[str, str]] = field(default_factory=dict)
-
-    def counts(self) -> dict[str, int]:
-        """Number of parameters per ``how``."""
-        out: dict[str, int] = {}
-        for how, _ in self.entries.values():
-            out[how] = out.get(how, 0) + 1
-        return out
-
-    def names(self, how: str) -> list[str]:
-        """Parameter names merged by ``how``."""
-        return [k for k, (h, _) in self.entries.items() if h == how]
-
-    def to_frame(self):
-        """A ``pandas.DataFrame`` with columns ``parameter``, ``how``, ``note``."""
-        import pandas as pd
-
-        return pd.DataFrame(
-            [(k, h, n) for k, (h, n) in self.entries.items()],
-            columns=["parameter", "how", "note"],
-        )
-
-    def check_complete(self, model: nn.Module) -> None:
-        """Raise ``ValueError`` unless every parameter name of ``model`` is accounted for."""
-        names = [n for n, _ in model.named_parameters(remove_duplicate=False)]
-        missing = [n for n in names if n not in self.entries]
-        extra = [n for n in self.entries if n not in set(names)]
-        if missing or extra:
-            raise ValueError(f"report does not match the model: missing {missing}, extra {extra}")
-
-    def __str__(self) -> str:
-        counts = ", ".join(f"{v} {k}" for k, v in sorted(self.counts().items()))
-        lines = [f"{self.method} merge of {self.n_models} models: {counts}"]
-        for name, (how, note) in self.entries.items():
-            if how in ("kept", "tied") or note:
-                lines.append(f"  {name}: {how}" + (f" ({note})" if note else ""))
-        return "\n".join(lines)
 
 
 def _resolve(item):
