@@ -20,7 +20,13 @@ from tqdm.auto import tqdm
 
 from lmsim._threads import threads
 from lmsim.metrics._linalg import BlockStats
-from lmsim.metrics.attention import attention_head_similarity, distributed_attention_features
+from lmsim.metrics.attention import (
+    attention_head_similarity,
+    distributed_attention_features,
+    nonzero_rows,
+    paper_attention_features,
+    paper_distattn_pair,
+)
 from lmsim.metrics.cca import (
     prepare_pwcca,
     prepare_svcca,
@@ -251,6 +257,9 @@ def pairwise_attention(
     kind: str = "jensen_shannon",
     causal: Mapping[str, bool] | None = None,
     progress: bool = True,
+    *,
+    paper_compat: bool = False,
+    ar_mask: bool = True,
 ) -> np.ndarray:
     """Attention similarity of every layer to every layer (Wu et al. 2020, Fig. 4 and 10).
 
@@ -273,6 +282,16 @@ def pairwise_attention(
         ``key ≤ query`` pairs for any pair involving it). Default: no block is causal.
     progress : bool, default=True
         Show a tqdm bar over the pairs.
+    paper_compat : bool, default=False
+        Distributed kinds as the authors' ``AttnCCA`` / ``AttnLinCKA`` computed them (see
+        :func:`lmsim.metrics.distattn_sim`): every block's features from
+        :func:`~lmsim.metrics.attention.paper_attention_features`, the rows where every head
+        of the *first* block of ``attn`` is non-zero kept for all blocks (their mask is
+        computed once, from the first model loaded), paper-compatible SVCCA / PWCCA.
+        ``causal`` must then be left out. Head-level kinds are unaffected.
+    ar_mask : bool, default=True
+        With ``paper_compat``: cut every model's attention to keys ≤ query and renormalise
+        (their final run, ``--ar_mask``).
 
     Returns
     -------
@@ -289,9 +308,32 @@ def pairwise_attention(
     unknown = sorted(set(causal) - set(names))
     if unknown:
         raise KeyError(f"`causal` names blocks {unknown} that are not in `attn`")
+    paper = paper_compat and kind in DISTRIBUTED_KINDS
+    if paper and any(causal.values()):
+        raise ValueError(
+            "`causal` selects the textbook mask; with `paper_compat=True` the authors' "
+            "`ar_mask` decides which pairs count: leave `causal` out"
+        )
     # Per-sentence attention matrices are tiny: one thread (see _one_cpu_thread).
     with _one_cpu_thread("cpu"):
+        if paper:
+            return _pairwise_attention_paper(attn, names, kind, ar_mask, progress)
         return _pairwise_attention(attn, names, kind, causal, progress)
+
+
+def _pairwise_attention_paper(attn, names, kind, ar_mask, progress) -> np.ndarray:
+    n = len(names)
+    out = np.empty((n, n), dtype=np.float64)
+    feats = {name: paper_attention_features(attn[name], ar_mask) for name in names}
+    keep = nonzero_rows(feats[names[0]])
+    pairs = [(i, j) for i in range(n) for j in range(i, n)]
+    for i, j in tqdm(pairs, desc=f"{kind} attention pairs", disable=not progress, leave=False):
+        fa, fb = feats[names[i]], feats[names[j]]
+        if kind == "pwcca" and i != j:
+            out[i, j], out[j, i] = paper_distattn_pair(fa, fb, keep, "pwcca_both")
+        else:
+            out[i, j] = out[j, i] = paper_distattn_pair(fa, fb, keep, kind)
+    return out
 
 
 def _pairwise_attention(attn, names, kind, causal, progress) -> np.ndarray:
