@@ -72,7 +72,8 @@ The package, by concern: :mod:`~lmsim.lmd._paper` (the published tables),
 :mod:`~lmsim.lmd._problem` (inputs and their statistics), :mod:`~lmsim.lmd._fit` (one fit
 on a basis), :mod:`~lmsim.lmd._loo` (all leave-one-out fits from one inverse),
 :mod:`~lmsim.lmd._decompose` (:func:`decompose`, :func:`r2`, :func:`r2_vs_basis_size`),
-:mod:`~lmsim.lmd._layers` (layer by layer) and :mod:`~lmsim.lmd._bootstrap`.
+:mod:`~lmsim.lmd._layers` (layer by layer), :mod:`~lmsim.lmd._bootstrap` and
+:mod:`~lmsim.lmd._overfit` (R² against n_train, the over-fitting-corrected R²).
 
 References
 ----------
@@ -84,6 +85,13 @@ from lmsim.lmd._bootstrap import BootstrapResult, _ShardPool, bootstrap  # noqa:
 from lmsim.lmd._decompose import Decomposition, decompose, r2, r2_vs_basis_size
 from lmsim.lmd._layers import decompose_layers, layer_blocks, r2_table
 from lmsim.lmd._loo import _spd_inverse  # noqa: F401
+from lmsim.lmd._overfit import (
+    debias_r2,
+    extrapolate_r2,
+    learning_curve,
+    overfit_table,
+    stein_factor,
+)
 from lmsim.lmd._paper import (
     PAPER_CHECKPOINTS,
     PAPER_GROUP_RHO,
@@ -103,6 +111,11 @@ __all__ = [
     "bootstrap",
     "r2_table",
     "layer_blocks",
+    "debias_r2",
+    "extrapolate_r2",
+    "learning_curve",
+    "overfit_table",
+    "stein_factor",
     "REGULARISERS",
     "PAPER_CHECKPOINTS",
     "PAPER_GROUP_RHO",
