@@ -37,7 +37,14 @@ from lmsim.metrics.cca import (
     svcca,
     svcca_pair,
 )
-from lmsim.metrics.cka import debiased_cka, linear_cka, linear_cka_pair, prepare_linear_cka, rbf_cka
+from lmsim.metrics.cka import (
+    debiased_cka,
+    debiased_cka_matrix,
+    linear_cka,
+    linear_cka_pair,
+    prepare_linear_cka,
+    rbf_cka,
+)
 from lmsim.metrics.neuron import (
     mixedsim,
     mixedsim_pair,
@@ -161,6 +168,13 @@ def pairwise_matrix(
             f"`mom` must be an lmsim.moments.Moments, got {type(mom).__name__}; "
             "for raw activations use `pairwise_matrix_raw`"
         )
+    if metric in ("debiased_cka", "rbf_cka"):
+        raise ValueError(
+            f"`{metric}` needs more than the means and co-moments a Moments holds (per-sample "
+            "norms for the unbiased HSIC, distances for RBF): extract raw activations "
+            "(lmsim.extract.extract_activations) and call pairwise_matrix_raw(acts, "
+            f"metric={metric!r}), or stream them into lmsim.metrics.cka.DebiasedCKAStats"
+        )
     _check_metric(metric, MOMENT_METRICS, kw)
     names_a = [names_a] if isinstance(names_a, str) else list(names_a)
     names_b = (
@@ -232,13 +246,22 @@ def pairwise_matrix_raw(
     Returns
     -------
     ndarray of shape (len(names_a), len(names_b))
+
+    Notes
+    -----
+    ``debiased_cka`` over one set of blocks (``names_b`` left out) runs all pairs from one
+    pass (:func:`lmsim.metrics.cka.debiased_cka_matrix`): the same values, one Gram of all
+    blocks instead of one product per pair.
     """
     _check_metric(metric, RAW_METRICS, kw)
+    square = names_b is None
     names_a = list(acts) if names_a is None else list(names_a)
     names_b = names_a if names_b is None else list(names_b)
     unknown = [n for n in names_a + names_b if n not in acts]
     if unknown:
         raise KeyError(f"unknown blocks {sorted(set(unknown))}; available: {list(acts)}")
+    if metric == "debiased_cka" and square and len(set(names_a)) == len(names_a):
+        return debiased_cka_matrix(acts, names_a)
     fn = RAW_METRICS[metric]
     out = np.empty((len(names_a), len(names_b)), dtype=np.float64)
     pairs = [(i, j) for i in range(len(names_a)) for j in range(len(names_b))]
