@@ -10,6 +10,8 @@ from lmsim.lmd import (
     AUTHORS_MODELS,
     PAPER_CHECKPOINTS,
     PAPER_GROUP_RHO,
+    PAPER_MULTILINGUAL,
+    PAPER_OTHER_OBJECTIVES,
     PAPER_SEQ_LENS,
     PAPER_TABLE2,
     PAPER_TABLE3,
@@ -79,6 +81,14 @@ def test_paper_ranks_match_a_count_and_place_electra():
     assert paper_seq_lens_where_lowest("ELECTRA", k=4, table="Table 3") == [16, 32, 64, 128, 256]
     with pytest.raises(KeyError, match="checkpoints"):
         paper_seq_lens_where_lowest("GPT-2")
+    # Table 2 at T = 16 and 32: the 4 lowest R² are XLNet, ELECTRA, XLM-R and M-BERT; the
+    # third multilingual model, distil-M-BERT, is only 8th and 7th (what claim cells for
+    # "multilingual / XLNet and ELECTRA are least dependent" should be checked against).
+    assert set(PAPER_MULTILINGUAL) | set(PAPER_OTHER_OBJECTIVES) <= set(PAPER_CHECKPOINTS.values())
+    for T in (16, 32):
+        lowest = set(ranks.index[ranks[T] <= 4])
+        assert lowest == set(PAPER_OTHER_OBJECTIVES) | set(PAPER_MULTILINGUAL[:2])
+    assert list(ranks.loc["distilbert-base-multilingual-cased", [16, 32]]) == [8, 7]
     with pytest.raises(ValueError, match="table"):
         paper_ranks("Table 9")
 

@@ -104,6 +104,8 @@ from lmsim.lmd._overfit import (
 from lmsim.lmd._paper import (
     PAPER_CHECKPOINTS,
     PAPER_GROUP_RHO,
+    PAPER_MULTILINGUAL,
+    PAPER_OTHER_OBJECTIVES,
     PAPER_SEQ_LENS,
     PAPER_TABLE2,
     PAPER_TABLE3,
@@ -134,6 +136,8 @@ __all__ = [
     "PAPER_TABLE2",
     "PAPER_TABLE3",
     "PAPER_SEQ_LENS",
+    "PAPER_MULTILINGUAL",
+    "PAPER_OTHER_OBJECTIVES",
     "paper_group_table",
     "paper_ranks",
     "paper_seq_lens_where_lowest",
