@@ -1,4 +1,4 @@
-"""Tests of lmsim.claims: claim records, their display, and the landing-page tables."""
+"""Tests of lmsim.claims: rules and verdicts, records, display, and the landing tables."""
 
 import json
 
@@ -7,72 +7,266 @@ import pandas as pd
 import pytest
 
 from lmsim import claims as cl
+from lmsim import stats
+
+
+def _est(estimate, low, high, unit="test examples", n=100):
+    return stats.Estimate(estimate, low, high, 0.95, unit, n, "test")
 
 
 def _claims():
+    """One claim of each form, the older boolean ones included."""
     claims = cl.Claims("demo", "01_page")
     claims.sanity("a layer with itself is 1", True, ours="1.000")
-    claims.check("student closer to teacher", 0.8 > 0.3, ours="0.80 vs 0.30", paper="yes (Fig. 3)")
+    claims.check(
+        "student closer to teacher",
+        estimate=_est(0.4, 0.3, 0.5, "sentences", 200),
+        rule="A > B",
+        paper="yes (Fig. 3)",
+        subject="zoo",
+    )
     claims.report(
-        "rho rises with T", False, ours="0.70 -> 0.69", paper="0.73 -> 0.91", note="short T"
+        "rho rises with T",
+        estimate=_est(-0.01, -0.03, 0.01),
+        rule="> 0",
+        paper="0.73 -> 0.91",
+        note="short T",
+        subject="pretrained",
+    )
+    claims.report(
+        "rho rises with T (zoo)",
+        estimate=_est(0.05, 0.02, 0.08),
+        rule="> 0",
+        subject="zoo",
+        control_of="rho rises with T",
+    )
+    claims.report(
+        "SVCCA across families", estimate=_est(0.3, 0.25, 0.35), rule=">= 0.5", note="far below"
+    )
+    claims.report("twelve layers kept", estimate=stats.exact(12, n=12), rule=">= 10")
+    claims.not_testable(
+        "seed pair correlates",
+        note="split-half reliability 0.12: no correlation can exceed it",
+        measured=_est(0.12, 0.05, 0.2, "items", 500),
     )
     claims.not_run("second corpus (App. B)", paper="Table 3", note="no second corpus offline")
+    claims.report("old boolean form", False, ours="0.70 -> 0.69", note="legacy")
     return claims
 
 
-def test_kinds_verdicts_and_assertions():
-    claims = _claims()
-    table = claims.table()
-    assert list(table["kind"]) == ["sanity", "asserted", "reported", "not run"]
-    assert list(table["verdict"]) == ["holds", "holds", "does not hold", "not run here"]
+@pytest.mark.parametrize(
+    "interval, rule, verdict",
+    [
+        ((0.1, 0.3), "> 0", "holds"),
+        ((-0.1, 0.3), "> 0", "inconclusive"),
+        ((-0.3, 0.0), "> 0", "does not hold"),
+        ((0.0, 0.2), "> 0", "inconclusive"),
+        ((0.0, 0.2), ">= 0", "holds"),
+        ((-0.2, -0.1), ">= 0", "does not hold"),
+        ((0.71, 0.75), ">= 0.7", "holds"),
+        ((0.65, 0.75), ">= 0.7", "inconclusive"),
+        ((0.2, 0.4), "< 0.5", "holds"),
+        ((0.5, 0.6), "< 0.5", "does not hold"),
+        ((0.4, 0.5), "<= 0.5", "holds"),
+        ((0.3, 0.4), "within [0.2, 0.5]", "holds"),
+        ((0.1, 0.4), "within [0.2, 0.5]", "inconclusive"),
+        ((0.6, 0.7), "within [0.2, 0.5]", "does not hold"),
+        ((0.02, 0.05), "A > B", "holds"),
+        ((0.02, 0.05), "A < B", "does not hold"),
+        ((3.0, 3.0), "> 2", "holds"),  # a count: degenerate interval
+        ((2.0, 2.0), "> 2", "does not hold"),
+        ((1e-3, 2e-3), "> 1e-4", "holds"),
+    ],
+)
+def test_judge_follows_the_interval(interval, rule, verdict):
+    assert cl.judge(interval, rule) == verdict
+
+
+def test_parse_rule_and_its_errors():
+    assert cl.parse_rule(">= 0.7") == (">=", 0.7)
+    assert cl.parse_rule("within [-1, 2.5]") == ("within", (-1.0, 2.5))
+    assert cl.parse_rule("A < B") == ("<", 0.0)
+    for bad in ("about 0.7", "> x", "within [2, 1]", "=> 1"):
+        with pytest.raises(ValueError, match="rule"):
+            cl.parse_rule(bad)
+
+
+def test_records_carry_the_fields_of_each_kind():
+    records = {c.claim: c.record() for c in _claims().records}
+    judged = records["student closer to teacher"]
+    for field in ("claim", "kind", "verdict", "estimate", "interval", "level", "unit", "n"):
+        assert judged[field] is not None, field
+    assert judged["rule"] == "A > B" and judged["threshold"] == 0.0
+    assert judged["interval"] == [0.3, 0.5] and judged["unit"] == "sentences"
+    assert judged["verdict"] == "holds" and judged["holds"] is True
+    assert records["rho rises with T"]["verdict"] == "inconclusive"
+    assert records["rho rises with T"]["holds"] is None
+    assert records["SVCCA across families"]["verdict"] == "does not hold"
+    count = records["twelve layers kept"]
+    assert count["interval"] == [12.0, 12.0] and count["unit"] == "none"
+    untestable = records["seed pair correlates"]
+    assert untestable["verdict"] == "not testable here" and untestable["interval"] is None
+    assert "reliability" in untestable["note"] and untestable["ours"] == "0.120 [0.050, 0.200]"
+    assert records["second corpus (App. B)"]["verdict"] == "not run"
+    assert records["old boolean form"]["verdict"] == "does not hold"
+    assert records["old boolean form"]["interval"] is None
+    json.dumps(list(records.values()))  # JSON-ready
+
+
+def test_asserted_claims_must_hold_with_the_whole_interval():
+    claims = cl.Claims("demo", "p")
+    with pytest.raises(
+        AssertionError, match=r"asserted at every profile failed: close.*inconclusive"
+    ):
+        claims.check("close", estimate=_est(0.04, -0.01, 0.09), rule="> 0")
+    with pytest.raises(AssertionError, match=r"interval \[-0.01, 0.09\] over 100 test examples"):
+        claims.check("close", estimate=_est(0.04, -0.01, 0.09), rule="> 0")
+    with pytest.raises(AssertionError, match="asserted at every profile failed: must"):
+        claims.check("must", 1 > 2, ours="1 vs 2")  # the older boolean form
     with pytest.raises(AssertionError, match="sanity identity broken: broken"):
         claims.sanity("broken", False)
-    with pytest.raises(AssertionError, match="asserted at every profile failed: must"):
-        claims.check("must", 1 > 2, ours="1 vs 2")
-    claims.report("may", False, ours="x")  # reported claims never raise
+    claims.report("may", estimate=_est(-1, -2, -0.5), rule="> 0")  # reported never raises
+
+
+def test_bad_uses_name_the_fix():
+    claims = cl.Claims("demo", "p")
+    with pytest.raises(ValueError, match="lmsim.stats.Estimate"):
+        claims.report("x", estimate=0.5, rule="> 0")
+    with pytest.raises(ValueError, match="needs a `rule`"):
+        claims.report("x", estimate=_est(1, 0, 2))
+    with pytest.raises(ValueError, match="not `holds`"):
+        claims.report("x", True, estimate=_est(1, 0, 2), rule="> 0")
+    with pytest.raises(ValueError, match="pass `estimate=`"):
+        claims.report("x")
     with pytest.raises(ValueError, match="kind"):
         cl.Claim("x", "finding", True)
+    with pytest.raises(ValueError, match="subject"):
+        claims.report("x", estimate=_est(1, 0, 2), rule="> 0", subject="real")
+    with pytest.raises(ValueError, match="no interval"):
+        cl.Claim("x", "reported", verdict="not run", interval=(0.0, 1.0))
+    with pytest.raises(ValueError, match="contradicts"):
+        cl.Claim("x", "reported", True, verdict="inconclusive")
 
 
 def test_recording_a_claim_twice_keeps_the_last():
     claims = cl.Claims("demo", "p")
     claims.report("same", True, ours="1")
-    claims.report("same", False, ours="2")
-    assert [(c.holds, c.ours) for c in claims.records] == [(False, "2")]
+    claims.report("same", estimate=_est(-1, -2, -0.5), rule="> 0")
+    assert [(c.verdict, c.ours) for c in claims.records] == [
+        ("does not hold", "-1.000 [-2.000, -0.500]")
+    ]
 
 
-def test_display_carries_machine_readable_records_and_full_text():
+def test_display_is_five_columns_and_carries_the_records():
     bundle = _claims()._repr_mimebundle_()
     payload = bundle[cl.MIME_TYPE]
-    assert payload["chapter"] == "demo" and len(payload["claims"]) == 4
-    assert "rho rises with T" in bundle["text/html"] and "…" not in bundle["text/html"]
-    assert "<th>0</th>" not in bundle["text/html"].replace(" ", ""), "no stray index column"
+    assert payload["chapter"] == "demo" and len(payload["claims"]) == 9
+    page = bundle["text/html"]
+    assert page.count("<th style") == 5, "claim, ours [interval], rule, paper, verdict"
+    assert "0.400 [0.300, 0.500]" in page and "95% over 200 sentences" in page
+    assert "rho rises with T" in page and "…" not in page
+    assert "<th>0</th>" not in page.replace(" ", ""), "no stray index column"
+    assert "a &lt; b" in cl.claims_html([cl.Claim("a < b", "reported", True)])
 
 
-def _page(path, payload):
+def test_glue_displays_the_claims_under_their_key(monkeypatch):
+    pytest.importorskip("myst_nb")
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda *a, **k: shown.append((a, k)))
+    import myst_nb.ext.glue as glue_module
+
+    monkeypatch.setattr(glue_module, "ipy_display", lambda *a, **k: shown.append((a, k)))
+    _claims().glue()
+    (args, kwargs), *_ = shown
+    assert cl.MIME_TYPE in args[0] and kwargs["metadata"]["scrapbook"]["name"] == cl.GLUE_KEY
+
+
+def _nb(payload):
     nb = nbformat.v4.new_notebook()
     cell = nbformat.v4.new_code_cell("claims")
     cell.outputs = [nbformat.v4.new_output("display_data", data={cl.MIME_TYPE: payload})]
     nb.cells = [cell]
-    nbformat.write(nb, str(path))
+    return nb
+
+
+def _page(path, payload):
+    nbformat.write(_nb(payload), str(path))
     return path
 
 
-def test_collect_reads_executed_pages_and_markdown_marks_missing(tmp_path):
-    payload = _claims()._payload()
-    page = _page(tmp_path / "p.ipynb", payload)
+# The record format of pages executed before intervals (main 0f3691c): holds only.
+_LEGACY = {
+    "chapter": "old",
+    "page": "01_old",
+    "claims": [
+        {"claim": "identity", "kind": "sanity", "holds": True, "ours": "—", "paper": "—", "note": ""},
+        {"claim": "held", "kind": "asserted", "holds": True, "ours": "0.9", "paper": "—", "note": ""},
+        {"claim": "failed", "kind": "reported", "holds": False, "ours": "0.4", "paper": "0.9", "note": "small. More."},
+        {"claim": "skipped", "kind": "not run", "holds": None, "ours": "—", "paper": "T3", "note": ""},
+    ],
+}  # fmt: skip
+
+
+def test_collect_reads_both_record_formats(tmp_path):
+    new = _page(tmp_path / "p.ipynb", _claims()._payload())
+    old = _page(tmp_path / "o.ipynb", _LEGACY)
     empty = tmp_path / "e.ipynb"
     nbformat.write(nbformat.v4.new_notebook(), str(empty))
-    records = cl.collect([page, empty])
-    assert len(records) == 4 and set(records["page"]) == {"01_page"}
-    text = cl.results_markdown(records, ("asserted", "reported", "not run"))
-    assert "a layer with itself" not in text, "sanity identities are not findings"
-    assert "**does not hold** (short T)" in text and "**not run here**" in text
-    row = next(line for line in text.splitlines() if "second corpus" in line)
-    assert "| — |" in row, "a missing value shows as a dash"
+    records = cl.collect([new, old, empty])
+    assert len(records) == 13 and set(records["page"]) == {"01_page", "01_old"}
+    old_rows = records[records["page"] == "01_old"].set_index("claim")
+    assert list(old_rows["verdict"]) == ["holds", "holds", "does not hold", "not run"]
+    assert old_rows["interval"].isna().all()
+    new_rows = records[records["page"] == "01_page"].set_index("claim")
+    assert new_rows.loc["student closer to teacher", "interval"] == (0.3, 0.5)
+
+
+def test_counts_leave_controls_and_sanity_out():
+    records = cl.collect([_nb(_claims()._payload())])
+    counts = cl.chapter_counts(records)
+    assert counts == {
+        "holds": 2,
+        "does not hold": 2,
+        "inconclusive": 1,
+        "not testable here": 1,
+        "not run": 1,
+        "controls": 1,
+    }
+
+
+def test_chapter_table_puts_controls_beside_their_claim_and_marks_missing():
+    records = cl.collect([_nb(_claims()._payload()), _nb(_LEGACY)])
+    text = cl.results_markdown(records, cl.PAPER_KINDS)
+    lines = text.splitlines()
+    assert "a layer with itself" not in text and "identity" not in text, "sanity left out"
+    at = next(
+        i for i, line in enumerate(lines) if line.startswith("| rho rises with T (pretrained)")
+    )
+    assert lines[at + 1].startswith("| ↳ control: rho rises with T (zoo)")
+    assert "| -0.010 [-0.030, 0.010] |" in lines[at] and "**inconclusive** (short T)" in lines[at]
+    assert "| 12.000 |" in next(line for line in lines if "twelve layers" in line)
+    row = next(line for line in lines if "second corpus" in line)
+    assert "| — |" in row and "**not run**" in row
+    assert "**does not hold** (small.)" in text, "one line of the note"
     weird = pd.DataFrame([{**records.iloc[1].to_dict(), "claim": "a | b"}])
     assert "a \\| b" in cl.results_markdown(weird)
     assert "No claims recorded" in cl.results_markdown(records.iloc[:0])
+
+
+def test_failing_list_is_one_line_per_claim_at_the_book_width():
+    records = cl.collect([_nb(_claims()._payload()), _nb(_LEGACY)])
+    text = cl.failing_markdown(records)
+    rows = text.splitlines()[2:]
+    assert len(rows) == 3 and all(row.count(" | ") == 4 for row in rows)
+    assert {r.split(" (")[0].strip("| ") for r in rows} == {
+        "SVCCA across families",
+        "old boolean form",
+        "failed",
+    }
+    assert "0.300 [0.250, 0.350]" in text
+    long_note = "x" * 400
+    records.loc[records["claim"] == "failed", "note"] = long_note
+    assert max(len(r) for r in cl.failing_markdown(records).splitlines()) < 320
 
 
 def test_write_results_generates_landing_tables(tmp_path):
@@ -87,7 +281,8 @@ def test_write_results_generates_landing_tables(tmp_path):
     manifest = {"chapters": [{"slug": "demo", "title": "Demo", "notebooks": [{"name": "01_page"}]}]}
     reproduce.write_results(manifest, tmp_path)
     overall = (tmp_path / "book" / "_results.md").read_text()
-    assert "| {doc}`Demo </book/demo/index>` | 1 | 1 | 1 |" in overall
-    assert "rho rises with T" in overall, "claims that do not hold are listed on the intro"
+    assert "| {doc}`Demo </book/demo/index>` | 2 | 2 | 1 | 1 | 1 | 1 |" in overall
+    assert "SVCCA across families" in overall, "claims that do not hold are listed on the intro"
+    assert "rho rises with T" not in overall, "inconclusive claims are not listed as failing"
     chapter = (tmp_path / "book" / "demo" / "_results.md").read_text()
     assert "student closer to teacher" in chapter and "a layer with itself" not in chapter

@@ -492,6 +492,18 @@ def test_main_executes_default_profile_with_provenance_and_times(repo, capsys, m
     assert set(meta["versions"]) == {"python", "lmsim", "torch", "transformers", "numpy"}
     assert meta["wall_time_s"] > 0 and meta["device"] and meta["date"]
     assert reproduce.PROVENANCE_TAG in page.cells[1].metadata["tags"]
+    parameter_cells = [
+        c
+        for c in page.cells
+        if {"parameters", reproduce.INJECTED_TAG} & set(c.metadata.get("tags", []))
+    ]
+    assert len(parameter_cells) == 2, "the notebook's and papermill's"
+    assert all(reproduce.FOLD_TAG in c.metadata["tags"] for c in parameter_cells), "folded"
+    if meta["device"].startswith("cpu"):
+        import torch
+
+        assert torch.backends.cpu.get_cpu_capability() in meta["device"]
+        assert "threads" in meta["device"]
 
     failed = nbformat.read(str(failed_out), as_version=4)
     assert failed.metadata["lmsim"]["status"] == "failed"

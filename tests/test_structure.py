@@ -430,6 +430,7 @@ def test_readme_library_example_runs():
 # functions count too.
 LAYERS = [
     ["lmsim._cache", "lmsim._io", "lmsim._runtime", "lmsim.blocks"],
+    ["lmsim.stats"],
     ["lmsim.claims", "lmsim.tasks", "lmsim._threads", "lmsim._packages", "lmsim.encoding"],
     ["lmsim.moments"],
     ["lmsim.data", "lmsim.training", "lmsim.metrics"],

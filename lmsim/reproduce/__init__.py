@@ -81,6 +81,7 @@ from lmsim.reproduce._pages import page_status
 from lmsim.reproduce._parameters import check_parameter_type, declared_parameters  # noqa: F401
 from lmsim.reproduce._plan import NotebookRun, plan_runs
 from lmsim.reproduce._provenance import (  # noqa: F401
+    FOLD_TAG,
     INJECTED_TAG,
     PROVENANCE_TAG,
     add_provenance,

@@ -51,6 +51,12 @@ def _device() -> str:
 
         if torch.cuda.is_available():
             return f"cuda ({torch.cuda.get_device_name(0)})"
+        from lmsim._threads import default_threads
+
+        # The instruction set torch dispatches to and the threads lmsim uses by default:
+        # what a CPU build of a trained model depends on beyond its seed.
+        capability = torch.backends.cpu.get_cpu_capability()
+        return f"cpu ({os.cpu_count()} cores, {capability}, {default_threads()} threads)"
     except ImportError:
         pass
     return f"cpu ({os.cpu_count()} cores)"

@@ -8,6 +8,8 @@ from typing import Any
 
 PROVENANCE_TAG = "lmsim-provenance"
 INJECTED_TAG = "injected-parameters"
+# Jupyter Book 1 folds cells with this tag: readers see the parameters cells folded.
+FOLD_TAG = "hide-cell"
 
 
 def _format_value(value: Any, limit: int = 80) -> str:
@@ -50,12 +52,6 @@ def provenance_text(info: Mapping[str, Any]) -> str:
     if env.get("lock"):
         state = "matches" if env.get("matches_lock") else "differs from"
         lock = f" The environment {state} the lock `{env['lock']}` ({env['lock_sha256']})."
-    machine = info.get("machine") or {}
-    if machine.get("cpu_capability"):
-        lock += (
-            f" CPU capability {machine['cpu_capability']}, {machine['usable_cores']} usable "
-            f"cores, {machine['lmsim_threads']} lmsim thread(s)."
-        )
     return (
         f"{origin}Executed with profile `{info['profile']}` on {info['date']} in "
         f"{_format_seconds(info['wall_time_s'])} ({info['device']}){status}; "
@@ -94,4 +90,8 @@ def add_provenance(path: str | Path, info: Mapping[str, Any]) -> None:
     ]
     cell = nbformat.v4.new_markdown_cell(provenance_text(info), metadata={"tags": [PROVENANCE_TAG]})
     nb.cells.insert(_title_index(nb.cells) + 1, cell)
+    for cell in nb.cells:  # readers see the parameters folded (Jupyter Book's hide-cell)
+        tags = cell.get("metadata", {}).get("tags", [])
+        if {"parameters", INJECTED_TAG} & set(tags) and FOLD_TAG not in tags:
+            cell.setdefault("metadata", {})["tags"] = [*tags, FOLD_TAG]
     nbformat.write(nb, str(path))

@@ -1,0 +1,181 @@
+"""Reading claim records back from executed pages, and the landing pages' tables."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, fields
+from pathlib import Path
+
+import pandas as pd
+
+from lmsim.claims._records import KINDS, MIME_TYPE, PAPER_KINDS, VERDICTS, Claim, _fmt
+
+_COLUMNS = ["chapter", "page", *(f.name for f in fields(Claim))]
+
+
+def _records_of(nb: dict) -> Iterable[dict]:
+    for cell in nb.get("cells", []):
+        for output in cell.get("outputs", []) if cell.get("cell_type") == "code" else []:
+            data = output.get("data", {})
+            if MIME_TYPE in data:
+                payload = data[MIME_TYPE]
+                if isinstance(payload, str):  # nbformat may store JSON mime data as text
+                    payload = json.loads(payload)
+                yield payload
+
+
+def collect(pages: Iterable[str | Path | dict]) -> pd.DataFrame:
+    """Claims recorded in executed notebooks (the last record of each page wins).
+
+    Reads both record formats: older pages' records (``holds`` only) get the verdict it
+    implies and empty interval fields.
+
+    Parameters
+    ----------
+    pages : iterable of path or dict
+        Executed ``.ipynb`` files, or notebooks already read (their JSON as a dict).
+
+    Returns
+    -------
+    DataFrame
+        Columns chapter, page and every field of :class:`Claim`; pages without records
+        contribute nothing.
+    """
+    rows = []
+    known = {f.name for f in fields(Claim)}
+    for page in pages:
+        nb = page if isinstance(page, dict) else json.loads(Path(page).read_text())
+        payloads = list(_records_of(nb))
+        if payloads:
+            last = payloads[-1]
+            for record in last["claims"]:
+                claim = Claim(**{k: v for k, v in record.items() if k in known})
+                rows.append({"chapter": last["chapter"], "page": last["page"], **asdict(claim)})
+    return pd.DataFrame(rows, columns=_COLUMNS)
+
+
+def _cell(value) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value == "":
+        return "—"
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def _ours_text(row, digits: int = 3) -> str:
+    interval = row.interval
+    if isinstance(interval, (list, tuple)) and len(interval) == 2:
+        low, high = interval
+        if low == high:
+            return _fmt(row.estimate, digits)
+        return f"{_fmt(row.estimate, digits)} [{_fmt(low, digits)}, {_fmt(high, digits)}]"
+    return _cell(row.ours)
+
+
+def _one_line(text, limit: int = 140) -> str:
+    text = _cell(text)
+    first = re.split(r"(?<=[.;])\s", text, maxsplit=1)[0]
+    return first if len(first) <= limit else first[: limit - 1].rstrip() + "…"
+
+
+def _is_control(records: pd.DataFrame) -> pd.Series:
+    return records["control_of"].notna() & (records["control_of"] != "")
+
+
+def chapter_counts(records: pd.DataFrame) -> dict[str, int]:
+    """Paper claims (controls left out) per verdict, plus ``"controls"``: their number."""
+    paper = records[records["kind"].isin(PAPER_KINDS)]
+    controls = _is_control(paper)
+    counts = {v: int((paper.loc[~controls, "verdict"] == v).sum()) for v in VERDICTS}
+    counts["controls"] = int(controls.sum())
+    return counts
+
+
+def results_markdown(records: pd.DataFrame, kinds: Iterable[str] = KINDS) -> str:
+    """A markdown table of claim records (one row per claim), for a chapter's landing page.
+
+    Columns: claim (with what it was judged on), page, ours with its interval, paper,
+    verdict (and the note's first sentence). A control follows the claim it accompanies,
+    marked "control".
+    """
+    kinds = tuple(kinds)
+    shown = records[records["kind"].isin(kinds)]
+    if shown.empty:
+        return "_No claims recorded yet: run `make book`._\n"
+    controls = _is_control(shown)
+    order = []
+    for index, row in shown[~controls].iterrows():
+        order.append(index)
+        order += list(shown.index[controls & (shown["control_of"] == row["claim"])])
+    order += [i for i in shown.index if i not in order]  # controls of claims not shown
+    lines = [
+        "| claim | page | ours [95 % interval] | paper | verdict |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for row in shown.loc[order].itertuples(index=False):
+        subject = f" ({row.subject})" if isinstance(row.subject, str) and row.subject else ""
+        prefix = "↳ control: " if isinstance(row.control_of, str) and row.control_of else ""
+        note = _one_line(row.note)
+        reason = f" ({note})" if note != "—" else ""
+        lines.append(
+            f"| {prefix}{_cell(row.claim)}{subject} | {_cell(row.page)} | {_ours_text(row)} | "
+            f"{_cell(row.paper)} | **{row.verdict}**{reason} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def failing_markdown(records: pd.DataFrame) -> str:
+    """The paper claims that do not hold (controls left out), one line each: claim,
+    paper, ours with interval, verdict, a one-line reason (the page has the rest)."""
+    paper = records[records["kind"].isin(("asserted", "reported"))]
+    failing = paper[(paper["verdict"] == "does not hold") & ~_is_control(paper)]
+    if failing.empty:
+        return ""
+    lines = [
+        "| claim | paper | ours [95 % interval] | verdict | why |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for row in failing.itertuples(index=False):
+        lines.append(
+            f"| {_cell(row.claim)} ({_cell(row.chapter)}/{_cell(row.page)}) | {_cell(row.paper)} | "
+            f"{_ours_text(row)} | **{row.verdict}** | {_one_line(row.note)} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def overview_markdown(chapters: Sequence[tuple[str, str, pd.DataFrame]]) -> str:
+    """The introduction's results: per chapter the verdict counts, then what does not hold.
+
+    Parameters
+    ----------
+    chapters : sequence of (title, slug, records)
+        ``records`` as returned by :func:`collect` for the chapter's executed pages.
+    """
+    rows = []
+    for title, slug, records in chapters:
+        counts = chapter_counts(records)
+        if sum(counts.values()):
+            rows.append(
+                f"| {{doc}}`{title} </book/{slug}/index>` | "
+                + " | ".join(str(counts[v]) for v in (*VERDICTS, "controls"))
+                + " |"
+            )
+    if not rows:
+        return "_No claim records in the executed pages yet: run `make book`._\n"
+    lines = [
+        "| Chapter | hold | do not hold | inconclusive | not testable here | not run | "
+        "zoo controls |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+        *rows,
+        "",
+    ]
+    failing = failing_markdown(pd.concat([records for _, _, records in chapters]))
+    if failing:
+        lines += [
+            "Paper claims that do **not** hold under this book's default profile, and why "
+            "(each page explains at length):",
+            "",
+            failing,
+        ]
+    return "\n".join(lines) + "\n"
