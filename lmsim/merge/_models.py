@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -249,6 +250,7 @@ def merge_models(
     Jin et al. (2023), Algorithm 1; Matena & Raffel (2022).
     """
     given = {"grams": grams, "fishers": fishers}
+    _check_sequences(models, given)
     regexes = _check_arguments(method, missing_gram, alpha, diag_constant, given, exclude)
     device = torch.device(device)
     statistics = _statistics(method, given)
@@ -261,6 +263,21 @@ def merge_models(
     run.check_counts(statistics)
     run.write_merged()
     return run.first, run.report()
+
+
+def _check_sequences(models, given: Mapping) -> None:
+    """``models`` and the statistics are one entry per model, not a single one."""
+    if isinstance(models, (nn.Module, str, os.PathLike)) or not hasattr(models, "__iter__"):
+        raise TypeError(
+            f"`models` must be a list of models (or of zero-arg callables returning one), got "
+            f"a single {type(models).__name__}; pass them all, e.g. [model_a, model_b]"
+        )
+    for what, value in given.items():
+        if isinstance(value, (Mapping, str, os.PathLike)):
+            raise TypeError(
+                f"`{what}` must be a list with one entry per model, got a single "
+                f"{type(value).__name__}; pass [{what}_a, {what}_b] in the order of `models`"
+            )
 
 
 def _needed_statistics(method: str) -> str | None:
