@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from lmsim._checks import check_finite
 from lmsim.probe._baselines import control_labels
 from lmsim.probe._fit import PENALTY_SCALINGS, _as_tensor, _column_stats, _fit, _predict
 from lmsim.probe._rankings import get_top_neurons
@@ -81,10 +82,12 @@ class ProbeResult:
 
     def predict(self, X, batch_size: int = 8192) -> np.ndarray:
         """Predicted labels for rows of ``X (n, n_neurons)`` (computed on the CPU)."""
+        X = _as_tensor(X, torch.device("cpu"))
+        check_finite(X, "X")
         W = torch.from_numpy(self.weights)
         b = torch.from_numpy(self.bias)
         pred = _predict(
-            _as_tensor(X, torch.device("cpu")),
+            X,
             W,
             b,
             None if self.mean is None else torch.from_numpy(self.mean),
@@ -171,6 +174,8 @@ def train_probe(
     )
     classes = _check_classes(classes, data)
     Xt = {name: _as_tensor(X, dev) for name, (X, _) in data.items()}
+    for name, X in Xt.items():  # after the float32 cast, which overflows beyond 3.4e38
+        check_finite(X, f"X_{name}")
     mean, scale = _standardization(Xt["train"]) if standardize else (None, None)
     settings = dict(
         l1=l1,
