@@ -24,7 +24,7 @@ import shutil
 import tempfile
 import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 __all__ = [
@@ -40,6 +40,8 @@ __all__ = [
     "open_entry",
     "verify_entry",
     "move_aside",
+    "read_utf8",
+    "utf8_lines",
 ]
 
 #: The ownership marker of a folder entry; a file entry's is ``<file>`` + :data:`SIDECAR`.
@@ -460,3 +462,36 @@ def move_aside(
         stacklevel=stacklevel,
     )
     return aside
+
+
+# ---------------------------------------------------------------------------- text files
+def _not_utf8(path, line_no: int, column: int, byte: int) -> ValueError:
+    return ValueError(
+        f"{path}:{line_no}: not UTF-8 text (byte {byte:#04x} at column {column}); is it "
+        "another encoding (re-encode it, e.g. iconv -f latin1 -t utf-8) or a binary file?"
+    )
+
+
+def utf8_lines(path) -> Iterator[tuple[int, str]]:
+    """``(line number, line)`` of a UTF-8 text file, read one line at a time.
+
+    Raises
+    ------
+    ValueError
+        A line that is not UTF-8 or holds a NUL byte (a binary file), naming the file, the
+        line and the column.
+    """
+    with open(path, "rb") as fh:
+        for line_no, raw in enumerate(fh, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise _not_utf8(path, line_no, err.start + 1, raw[err.start]) from None
+            if "\x00" in line:
+                raise _not_utf8(path, line_no, line.index("\x00") + 1, 0)
+            yield line_no, line
+
+
+def read_utf8(path) -> str:
+    """The text of a UTF-8 file; an undecodable or binary one raises as :func:`utf8_lines`."""
+    return "".join(line for _, line in utf8_lines(path))
