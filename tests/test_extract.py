@@ -36,6 +36,7 @@ from transformers import (
 
 from lmsim import extract as ex
 from lmsim.blocks import block_name
+from lmsim.extract import attention as ex_attention
 from lmsim.extract import (
     extract_activations,
     extract_attentions,
@@ -44,6 +45,8 @@ from lmsim.extract import (
     record_outputs,
     scoped_hooks,
 )
+from lmsim.extract import pooling as ex_pooling
+from lmsim.extract import streaming as ex_streaming
 from lmsim.moments import Moments
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -130,14 +133,16 @@ def _word_pieces(tokenizer, words: list[str], kind: str) -> tuple[list[int], lis
 
 
 def _hooks_from(model: nn.Module, module_name: str) -> list:
-    """Forward (pre-)hooks on ``model`` defined in module ``module_name`` (transformers 5
-    installs and keeps its own output-recording hooks, which are not ours to remove)."""
-    return [
+    """Forward (pre-)hooks on ``model`` defined in module ``module_name`` or its submodules
+    (transformers 5 installs and keeps its own output-recording hooks, which are not ours
+    to remove)."""
+    hooks = [
         fn
         for m in model.modules()
         for fn in [*m._forward_hooks.values(), *m._forward_pre_hooks.values()]
-        if getattr(fn, "__module__", None) == module_name
     ]
+    inside = [getattr(fn, "__module__", None) or "" for fn in hooks]
+    return [fn for fn, where in zip(hooks, inside) if f"{where}.".startswith(f"{module_name}.")]
 
 
 # ---------------------------------------------------------------------- mean pooling
@@ -288,7 +293,7 @@ def _padded_widths(monkeypatch) -> list:
         widths.append(tuple(input_ids.shape))
         return real(run, input_ids, mask)
 
-    monkeypatch.setattr(ex, "_hidden_states", spy)
+    monkeypatch.setattr(ex_pooling, "_hidden_states", spy)
     return widths
 
 
@@ -350,7 +355,7 @@ def test_second_call_loads_from_cache(tiny, monkeypatch):
     def boom(*args, **kwargs):
         raise AssertionError("the model ran although every shard was cached")
 
-    monkeypatch.setattr(ex, "_hidden_states", boom)
+    monkeypatch.setattr(ex_pooling, "_hidden_states", boom)
     second = extract_moments(pairs, TEXTS, shard_size=4, **KW)
     assert second.n == first.n == len(TEXTS)
     torch.testing.assert_close(second.cov(second.names), first.cov(first.names), atol=0, rtol=0)
@@ -371,17 +376,17 @@ def test_interrupted_run_resumes(tiny, monkeypatch):
         real_save(mom, folder, k)
         saved.append(k)
 
-    monkeypatch.setattr(ex, "_save_shard", save_then_crash)
+    monkeypatch.setattr(ex_streaming, "_save_shard", save_then_crash)
     with pytest.raises(KeyboardInterrupt):
         extract_moments(pairs, TEXTS, **kw)
-    monkeypatch.setattr(ex, "_save_shard", real_save)
+    monkeypatch.setattr(ex_streaming, "_save_shard", real_save)
     real_states, n_forward = ex._hidden_states, []
 
     def counting(run, input_ids, mask):
         n_forward.append(input_ids.shape[0])
         return real_states(run, input_ids, mask)
 
-    monkeypatch.setattr(ex, "_hidden_states", counting)
+    monkeypatch.setattr(ex_pooling, "_hidden_states", counting)
     resumed = extract_moments(pairs, TEXTS, **kw)
     assert sum(n_forward) == len(TEXTS) - 3  # only the two missing shards ran
     assert resumed.n == reference.n
@@ -408,8 +413,8 @@ def _shards_alive(monkeypatch) -> list:
 
         return wrapper
 
-    monkeypatch.setattr(ex, "_accumulate", tracked(ex._accumulate))
-    monkeypatch.setattr(ex, "_load_shard", tracked(ex._load_shard))
+    monkeypatch.setattr(ex_streaming, "_accumulate", tracked(ex._accumulate))
+    monkeypatch.setattr(ex_streaming, "_load_shard", tracked(ex._load_shard))
     return counts
 
 
@@ -432,10 +437,10 @@ def test_merge_streams_one_shard_at_a_time_and_equals_merge_all(tiny, monkeypatc
         computed.append(mom.copy())
         return mom
 
-    monkeypatch.setattr(ex, "_accumulate", copying)
+    monkeypatch.setattr(ex_streaming, "_accumulate", copying)
     reference = extract_moments(pairs, TEXTS, cache=False, **kw)
     _same_bits(reference, Moments.merge_all(computed))
-    monkeypatch.setattr(ex, "_accumulate", real)
+    monkeypatch.setattr(ex_streaming, "_accumulate", real)
     alive, calls = _shards_alive(monkeypatch), _count_forwards(monkeypatch)
     # Twice from the cache: merging into loaded shard 0 must leave its file intact.
     for cache, loaded in [(False, False), (True, False), (True, True), (True, True)]:
@@ -486,7 +491,7 @@ def _count_forwards(monkeypatch) -> list:
         calls.append(input_ids.shape[0])
         return real(run, input_ids, mask)
 
-    monkeypatch.setattr(ex, "_hidden_states", counting)
+    monkeypatch.setattr(ex_pooling, "_hidden_states", counting)
     return calls
 
 
@@ -606,8 +611,8 @@ def test_concurrent_extractions_of_one_key_compute_each_shard_once(tiny, monkeyp
         time.sleep(0.3)  # long enough for the other caller to reach the same shard
         return real(batches, device)
 
-    monkeypatch.setattr(ex, "_accumulate", slow_accumulate)
-    monkeypatch.setattr(ex, "_CLAIM_POLL_S", 0.05)
+    monkeypatch.setattr(ex_streaming, "_accumulate", slow_accumulate)
+    monkeypatch.setattr(ex_streaming, "_CLAIM_POLL_S", 0.05)
     results = [None, None]
 
     def work(i):
@@ -647,11 +652,11 @@ def test_stale_shard_lock_of_a_dead_process_is_taken_over(tiny):
         (folder / f"shard_{k:05d}.lock").write_text(f"{pid} {socket.gethostname()}")
         return real_claim(folder, k)
 
-    ex._claim_shard = spy
+    ex_streaming._claim_shard = spy
     try:
         got = extract_moments(pairs, TEXTS, **kw)
     finally:
-        ex._claim_shard = real_claim
+        ex_streaming._claim_shard = real_claim
     assert len(set(folders)) == 1 and not list(folders[0].glob("*.lock*"))
     torch.testing.assert_close(got.cov(got.names), reference.cov(reference.names))
 
@@ -787,7 +792,7 @@ def _count_attention_runs(monkeypatch) -> list:
         calls.append(run.name)
         return real(run, *args, **kwargs)
 
-    monkeypatch.setattr(ex, "_run_attentions", counting)
+    monkeypatch.setattr(ex_attention, "_run_attentions", counting)
     return calls
 
 

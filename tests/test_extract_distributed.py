@@ -25,6 +25,7 @@ from transformers import AutoModel, AutoTokenizer, BertConfig, BertModel, GPT2Co
 
 from lmsim import extract as ex
 from lmsim.extract import extract_activations, extract_moments
+from lmsim.extract import pooling as ex_pooling
 from lmsim.moments import Moments
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -128,7 +129,7 @@ def test_two_gloo_ranks_equal_one_process_bit_for_bit(model_dirs, tmp_path, monk
     def boom(*args, **kwargs):
         raise AssertionError("the model ran although both ranks cached every shard")
 
-    monkeypatch.setattr(ex, "_hidden_states", boom)
+    monkeypatch.setattr(ex_pooling, "_hidden_states", boom)
     again = extract_moments(
         _pairs(model_dirs), TEXTS, shard_size=2, batch_size=2, device="cpu", progress=False
     )

