@@ -263,28 +263,30 @@ def finetune_multitask(
     return {task: path / task for task in tasks}
 
 
-def _top(path: Path) -> Path:
+def _top(path: Path) -> Path | None:
     """The entry folder of a fine-tune: ``path``, or its parent for one task of a
-    multitask run (whose parent carries the marker and ``finetune.json``)."""
-    if any((path / name).is_file() for name in (MARKER, _FACTS)):
+    multitask run (the parent holds ``finetune.json``); None when neither does."""
+    if (path / _FACTS).is_file():
         return path
-    parent = path.parent
-    if (path / "config.json").is_file() and any(
-        (parent / name).is_file() for name in (MARKER, _FACTS)
-    ):
-        return parent
-    return path
+    if (path / "config.json").is_file() and (path.parent / _FACTS).is_file():
+        return path.parent
+    return None
+
+
+def _not_a_finetune(path) -> FileNotFoundError:
+    return FileNotFoundError(
+        f"{str(path)!r} holds no {_FACTS} (nor does its parent, as for one task of a "
+        "multitask run): it is not a fine-tuned model written by lmsim.finetune; train one "
+        "with lmsim.finetune.finetune"
+    )
 
 
 def finetune_facts(path) -> dict:
     """The ``finetune.json`` of a fine-tuned model folder (or of its multitask parent)."""
-    facts = _top(Path(path)) / _FACTS
-    if not facts.is_file():
-        raise FileNotFoundError(
-            f"no {_FACTS} at {str(path)!r} (nor in its parent, for one task of a multitask "
-            "run): it is not a folder written by lmsim.finetune"
-        )
-    return json.loads(facts.read_text())
+    top = _top(Path(path))
+    if top is None:
+        raise _not_a_finetune(path)
+    return json.loads((top / _FACTS).read_text())
 
 
 def load_finetuned(path, device: str = "auto"):
@@ -309,8 +311,10 @@ def load_finetuned(path, device: str = "auto"):
         A file differs from its record (truncated, overwritten).
     """
     path = Path(path)
-    what = "a fine-tuned model written by lmsim.finetune (train one with lmsim.finetune.finetune)"
-    verify_entry(_top(path), what, legacy=_legacy_sizes)
+    top = _top(path)
+    if top is None:
+        raise _not_a_finetune(path)
+    verify_entry(top, "a fine-tuned model written by lmsim.finetune", legacy=_legacy_sizes)
     if not (path / "config.json").is_file():
         raise FileNotFoundError(
             f"{str(path)!r} holds a multitask fine-tune: load one of its tasks, "
