@@ -211,7 +211,6 @@ def _checked_tensor(X, name: str, device) -> torch.Tensor:
     return out
 
 
-
 def _check_options(penalty_scaling: str, epochs, batch_size, l1: float, l2: float) -> None:
     """Raise on a penalty scaling, step count or penalty :func:`train_probe` cannot use."""
     if penalty_scaling not in PENALTY_SCALINGS:
