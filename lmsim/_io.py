@@ -23,6 +23,7 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -143,13 +144,37 @@ class atomic_dir:
         return False
 
 
+# sha256 of files this process hashed, by path and (size, mtime, ctime, inode): a model
+# folder checked by load_model and again by load_tokenizer is read once. Any write changes
+# the ctime, which no user call can set back, so a changed file is hashed again; only files
+# last changed seconds before they were hashed are remembered, since file times tick in
+# milliseconds and a write right after hashing could keep them ("racy git").
+_HASHED: dict[str, tuple[tuple, str]] = {}
+_HASHED_MAX = 4096
+_SETTLED_NS = 2_000_000_000
+
+
+def _stat_key(stat: os.stat_result) -> tuple:
+    return (stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino, stat.st_dev)
+
+
 def file_record(path: Path) -> dict:
     """``{"size": bytes, "sha256": hex}`` of a file, to store at write time and check on read."""
+    key, before = str(Path(path).resolve()), _stat_key(os.stat(path))
+    known = _HASHED.get(key)
+    if known is not None and known[0] == before:
+        return {"size": before[0], "sha256": known[1]}
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 22), b""):
             digest.update(block)
-    return {"size": Path(path).stat().st_size, "sha256": digest.hexdigest()}
+    after = _stat_key(os.stat(path))
+    settled = time.time_ns() - max(after[1], after[2]) > _SETTLED_NS
+    if after == before and settled:  # not written while, nor just before, it was read
+        if len(_HASHED) >= _HASHED_MAX:
+            _HASHED.clear()
+        _HASHED[key] = (after, digest.hexdigest())
+    return {"size": after[0], "sha256": digest.hexdigest()}
 
 
 def check_record(path: Path, record: dict | None) -> None:

@@ -392,14 +392,16 @@ def test_a_read_only_cache_is_read_and_writing_to_it_is_named(monkeypatch):
     """Issue 33, defect 2: a shared cache that already holds a built model, and is not
     writable, serves it; only building something new there fails, naming the folder."""
     from lmsim.extract import extract_moments
-    from lmsim.models import load_model, model_dir
+    from lmsim.models import load_model
 
     texts = ["the cat sat on the mat", "a dog barked"]
-    model_dir("tiny-bert")
-    before = extract_moments(["tiny-bert"], texts, cache=False, device="cpu", progress=False)
+    kw = {"device": "cpu", "progress": False}
+    before = extract_moments(["tiny-bert"], texts, cache=False, **kw)
+    cached = extract_moments(["tiny-bert"], texts, cache=True, **kw)
     _deny_writes_under(monkeypatch, Path(os.environ["LMSIM_CACHE"]))
-    again = extract_moments(["tiny-bert"], texts, cache=False, device="cpu", progress=False)
+    again = extract_moments(["tiny-bert"], texts, cache=False, **kw)
     assert torch.equal(again._comoment, before._comoment)
+    assert torch.equal(extract_moments(["tiny-bert"], texts, **kw)._comoment, cached._comoment)
     load_model("tiny-bert", device="cpu")
     with pytest.raises(
         PermissionError,
@@ -556,3 +558,29 @@ def test_a_corrupt_times_file_does_not_fail_a_finished_run(tmp_path, capsys):
     assert "default_times.json is unreadable" in capsys.readouterr().err
     assert json.loads(times.read_text())["demo/01_a"]["status"] == "ok"
     assert (repo / "book" / "demo" / "01_a.ipynb").is_file()
+
+
+def test_file_hashes_are_remembered_only_while_a_settled_file_is_unchanged(tmp_path, monkeypatch):
+    """A model folder is hashed once per process, not by every loader that checks it; a
+    file written just before (file times tick in milliseconds) is never remembered."""
+    import time
+
+    from lmsim import _io
+
+    path = tmp_path / "f.bin"
+    path.write_bytes(b"a" * 1000)
+    opened, real_open = [], open
+
+    def counting_open(file, *args, **kwargs):
+        opened.append(file)
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(_io, "open", counting_open, raising=False)
+    first = _io.file_record(path)
+    assert _io.file_record(path) == first and len(opened) == 2, "just written: hashed again"
+    monkeypatch.setattr(_io, "_SETTLED_NS", -(10**15))  # as if written long ago
+    _io.file_record(path)
+    assert _io.file_record(path) == first and len(opened) == 3, "unchanged: remembered"
+    time.sleep(0.05)
+    path.write_bytes(b"b" * 1000)  # the same size, a later change time
+    assert _io.file_record(path)["sha256"] != first["sha256"]
