@@ -17,9 +17,9 @@ distances (``4·D(D-1)`` bytes) and scipy's working copy of them.
 Cost at BERT-base scale (13 layers × 768 = 9,984 neurons): co-moment 0.80 GB, condensed
 distances 0.40 GB, scipy's copy inside ``linkage`` 0.40 GB. From an array or a stream the
 co-moment is freed before the linkage: 1.26 GB peak measured above the interpreter
-(``benchmarks/results/cluster_9984.json``: 4,000 tokens, 48 s on one busy core, of which
-the linkage ~25 s; NeuroX's pipeline 2.53 GB and 66 s, and its memory grows with the
-number of tokens while this does not). From a Moments, the caller's 0.80 GB co-moment
+(``benchmarks/results/cluster_9984.json``: 1,000 tokens, nine cuts, 25 s on one busy core,
+of which the linkage and cuts ~15 s; NeuroX's pipeline 2.38 GB and 32 s, and its memory
+grows with the number of tokens while this does not). From a Moments, the caller's 0.80 GB co-moment
 stays alive (about 2 GB). Cutting the same tree at several thresholds is free: pass a
 list of thresholds.
 

@@ -9,6 +9,10 @@ form: one extraction per *pair* of models, holding only that pair's moments
 matrices. It gives the same matrices as the joint pass (up to float64 rounding) at the
 cost of running every model ``n_models − 1`` times instead of once and of preparing each
 layer (its whitening or per-neuron scale) once per pair.
+
+With ``pairs`` only the pairs a page draws are extracted (the 2022 thesis: every model's own
+layer × layer CKA and its teacher × student blocks), each model that is in no pair alone:
+the joint moments of all models never exist, and the entries of pairs not asked for are NaN.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ def pairwise_by_model_pairs(
     metrics: Mapping[str, tuple[str, Mapping]],
     *,
     layers="all",
+    pairs: Sequence[Sequence[str]] | None = None,
     **extract_kw,
 ) -> tuple[list[str], dict[str, np.ndarray]]:
     """Layer × layer similarity matrices over all models, one moments pass per pair of models.
@@ -48,6 +53,10 @@ def pairwise_by_model_pairs(
         ``{"svsim": ("svcca", {"paper_compat": True})}``.
     layers : "all", list or dict
         As in :func:`~lmsim.extract.extract_moments`.
+    pairs : sequence of (str, str), optional
+        Only these pairs of models (each a pair of names in ``models``); every model in
+        no pair gets a pass of its own, so each model's own block is always filled.
+        Default: all pairs.
     **extract_kw
         Passed to every :func:`~lmsim.extract.extract_moments` call (``pooling``,
         ``subword``, ``batch_size``, ``device``, ``dtype``, ``cache_key_extra``, ...);
@@ -59,7 +68,8 @@ def pairwise_by_model_pairs(
         Block names, each model's layers in order, models in the order given.
     sims : dict of str to ndarray of shape (len(names), len(names))
         ``sims[label][i, j] = metric(names[i] → names[j])``. A model's own block comes
-        from its first pair.
+        from its first pair. With ``pairs``, the blocks of two models that form no pair
+        are NaN.
 
     Notes
     -----
@@ -78,7 +88,7 @@ def pairwise_by_model_pairs(
     if len(set(models)) != len(models):
         raise ValueError(f"`models` has duplicate names {models}")
     extract_kw = {"progress": False, **extract_kw}
-    pairs = list(itertools.combinations(models, 2)) or [(models[0],)]
+    pairs = _passes(models, pairs)
     values: dict[str, dict[tuple[str, str], float]] = {label: {} for label in metrics}
     blocks: dict[str, list[str]] = {}
     for pair in pairs:
@@ -97,7 +107,29 @@ def pairwise_by_model_pairs(
         del mom
     names = [name for model in models for name in blocks[model]]
     sims = {
-        label: np.array([[values[label][(a, b)] for b in names] for a in names])
+        label: np.array([[values[label].get((a, b), np.nan) for b in names] for a in names])
         for label in metrics
     }
     return names, sims
+
+
+def _passes(models: list[str], pairs) -> list[tuple[str, ...]]:
+    """The model tuples to extract together: all pairs, or the pairs asked for plus every
+    model left out of them on its own."""
+    if pairs is None:
+        return list(itertools.combinations(models, 2)) or [(models[0],)]
+    if isinstance(pairs, (str, bytes)):
+        raise TypeError(f"`pairs` must be a list of [model, model] pairs, got {pairs!r}")
+    chosen = []
+    for pair in pairs:
+        pair = tuple(pair)
+        unknown = [m for m in pair if m not in models]
+        if len(pair) != 2 or pair[0] == pair[1] or unknown:
+            raise ValueError(
+                f"every entry of `pairs` must be two different names of `models` {models}, "
+                f"got {list(pair)}"
+            )
+        if pair not in chosen and pair[::-1] not in chosen:
+            chosen.append(pair)
+    paired = {m for pair in chosen for m in pair}
+    return chosen + [(m,) for m in models if m not in paired]

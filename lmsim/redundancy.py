@@ -15,6 +15,8 @@ One page-sized step per function, so the chapter's notebooks stay thin:
 * :func:`layer_subsets` — the thesis's layer subsets (alternate, halves, embeddings).
 * :func:`cluster_cuts` — correlation clustering cut at every τ and one seeded
   representative per cluster.
+* :func:`scipy_agreement` — the clustering against NeuroX's dense scipy pipeline, on a
+  bounded number of words (the dense float64 check of all words does not fit at paper scale).
 * :func:`probe_sweep` — one probe per set of kept columns, scored on every split.
 * :func:`depth_of_kept` — where the kept neurons sit (mean relative depth).
 
@@ -59,6 +61,7 @@ __all__ = [
     "cluster_cuts",
     "probe_sweep",
     "depth_of_kept",
+    "scipy_agreement",
 ]
 
 SUBSETS = ("all", "alternate", "bottom half", "top half", "embeddings only", "all but embeddings")
@@ -362,6 +365,48 @@ def cluster_cuts(X, thresholds: Sequence[float], *, seed: int = 0, device=None) 
     return {t: (lab, representatives(lab, seed)) for t, lab in labels.items()}
 
 
+def scipy_agreement(X, thresholds: Sequence[float], *, max_rows: int = 20_000) -> dict:
+    """Whether :func:`cluster_cuts` partitions the neurons as NeuroX's dense pipeline does.
+
+    Both cluster the same first ``max_rows`` rows of ``X``: NeuroX's ``np.corrcoef`` on a
+    float64 copy, ``nan_to_num``, ``1 - |r|``, scipy's average linkage and ``fcluster``; and
+    :func:`lmsim.cluster.cluster_neurons`. The dense side holds about ``2 · 8 · max_rows ·
+    n_neurons + 8 · n_neurons²`` bytes (20,000 words of 9,984 neurons: 4 GB), whatever the
+    size of ``X``; the rows are the implementation's test, not a re-run of the page's
+    clustering on all words.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_words, n_neurons)
+    thresholds : sequence of float
+    max_rows : int
+
+    Returns
+    -------
+    dict of float to bool
+        Per τ, whether the two partitions are the same (the same pairs of neurons share a
+        cluster).
+    """
+    from scipy.cluster.hierarchy import fcluster, linkage
+    from scipy.spatial.distance import squareform
+
+    if int(max_rows) < 2:
+        raise ValueError(f"`max_rows` must be an integer >= 2, got {max_rows!r}")
+    rows = np.asarray(X[: int(max_rows)], dtype=np.float64)
+    ours = cluster_neurons(rows, [float(t) for t in thresholds])
+    r = np.nan_to_num(np.corrcoef(rows, rowvar=False))
+    del rows
+    Z = linkage(squareform(1 - np.abs(r), checks=False), "average")
+    del r
+    out = {}
+    for t, lab in ours.items():
+        ref = fcluster(Z, t, "distance")
+        # Same partition iff the (ours, scipy) label pairs are as many as either's labels.
+        pairs = np.unique(np.stack([lab, ref]), axis=1).shape[1]
+        out[t] = pairs == np.unique(lab).size == np.unique(ref).size
+    return out
+
+
 def probe_sweep(
     X: Mapping[str, np.ndarray],
     y: Mapping[str, np.ndarray],
@@ -395,7 +440,9 @@ def probe_sweep(
     -------
     DataFrame
         One row per key: ``key``, ``n_neurons``, ``train``, ``dev``, ``test`` accuracy,
-        ``majority`` (test), and ``control`` and ``selectivity`` (test) where trained.
+        ``majority`` (test), ``epochs_run`` and ``converged`` (None unless ``tol`` is
+        passed, see :func:`lmsim.probe.train_probe`), and ``control`` and
+        ``selectivity`` (test) where trained.
     """
     rows = []
     classes = np.arange(int(n_classes))
@@ -410,6 +457,7 @@ def probe_sweep(
             **probe_kwargs,
         )
         row = {"key": key, "n_neurons": cols.size, **r.accuracy, "majority": r.majority["test"]}
+        row.update(epochs_run=r.n_epochs, converged=r.converged)
         if control:
             row.update(control=r.control_accuracy["test"], selectivity=r.selectivity["test"])
         rows.append(row)

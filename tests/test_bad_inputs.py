@@ -31,6 +31,7 @@ from lmsim import data, models, reproduce, tasks, twotower, zoo
 from lmsim.cluster import cluster_neurons
 from lmsim.extract import extract_activations, extract_moments
 from lmsim.finetune import FinetuneSettings, finetune, load_finetuned
+from lmsim.layersim import pairwise_by_model_pairs
 from lmsim.merge import load_fishers, load_grams, merge_models, save_fishers, save_grams
 from lmsim.merge_setups import published_stats
 from lmsim.metrics import (
@@ -44,6 +45,8 @@ from lmsim.metrics import (
 )
 from lmsim.moments import Moments
 from lmsim.probe import control_labels, get_top_neurons, train_probe
+from lmsim.selection import select_representatives
+from lmsim.subset_controls import paired_bootstrap
 from lmsim.training import TrainSettings
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -513,6 +516,18 @@ CASES = [
      FileNotFoundError, r"no emotion collection at .*unify-emotion-datasets"),
     ("metrics", "entity-f1-lengths", lambda c: tasks.entity_f1([["O", "B-PER"]], [["O"]]),
      ValueError, r"sentence 0: 2 predicted tags but 1 gold tags"),
+    ("metrics", "probe-tol-negative",
+     lambda c: train_probe(X, np.arange(30) % 2, tol=-1, device="cpu"),
+     ValueError, r"`tol` must be a finite relative decrease >= 0 or None, got -1"),
+    ("metrics", "selection-policy-unknown",
+     lambda c: select_representatives([0, 1], "best"),
+     ValueError, r"`policy` must be one of \('random', 'first', 'last', 'max_score'\), got 'best'"),
+    ("metrics", "bootstrap-groups-length",
+     lambda c: paired_bootstrap([True, False], [True, True], groups=[0]),
+     ValueError, r"`groups` must give one unit per word \(2\)"),
+    ("metrics", "layersim-pair-unknown-model",
+     lambda c: pairwise_by_model_pairs(["tiny-bert"], [["a"]], {}, pairs=[["tiny-bert", "nope"]]),
+     ValueError, r"every entry of `pairs` must be two different names of `models`"),
     ("metrics", "macro-f1-not-binary", lambda c: tasks.multilabel_macro_f1([[2]], [[1]]),
      ValueError, r"`pred01` and `gold01` must hold only 0 and 1"),
     # ------------------------------------------------------------------ runner

@@ -1,6 +1,8 @@
 """Data registry: corpora, the LMD chunking protocol, CoNLL-U, silver annotations, label sets."""
 
 import json
+import sys
+import types
 from collections import Counter
 
 import pytest
@@ -389,3 +391,85 @@ def test_silver_parse_splits_sentences_and_keeps_heads_inside():
         silver_parse(["  "])
     with pytest.raises(ImportError, match="pip install --no-deps no-such-pipeline"):
         silver_parse(["x"], pipeline="no_such_pipeline")
+
+
+# A French PUD-like sentence: "du" is the multiword token of the syntactic words "de le",
+# and an empty node (5.1) follows word 5.
+CONLLU_MWT = """# sent_id = fr-1
+# text = Il parle du livre vite.
+1\tIl\til\tPRON\t_\t_\t2\tnsubj\t_\t_
+2\tparle\tparler\tVERB\t_\t_\t0\troot\t_\t_
+3-4\tdu\t_\t_\t_\t_\t_\t_\t_\t_
+3\tde\tde\tADP\t_\t_\t5\tcase\t_\t_
+4\tle\tle\tDET\t_\t_\t5\tdet\t_\t_
+5\tlivre\tlivre\tNOUN\t_\t_\t2\tobl\t_\t_
+5.1\tparle\tparler\tVERB\t_\t_\t_\t_\t2:conj\t_
+6\tvite\tvite\tADV\t_\t_\t2\tadvmod\t_\t_
+
+# sent_id = fr-2
+1-2\tAu\t_\t_\t_\t_\t_\t_\t_\t_
+1\tÀ\tà\tADP\t_\t_\t3\tcase\t_\t_
+2\tle\tle\tDET\t_\t_\t3\tdet\t_\t_
+3\tdébut\tdébut\tNOUN\t_\t_\t0\troot\t_\t_
+
+"""
+# The hub's UPOS class names (universal_dependencies): "_" is the class of range lines.
+HF_UPOS = [
+    "NOUN", "PUNCT", "ADP", "NUM", "SYM", "SCONJ", "ADJ", "PART", "DET", "CCONJ",
+    "PROPN", "PRON", "X", "_", "ADV", "INTJ", "VERB", "AUX",
+]  # fmt: skip
+
+
+class _FakeHubSplit:
+    """A ``datasets.Dataset`` as the hub's universal_dependencies conversion builds it: every
+    CoNLL-U line of a sentence a token (ranges and empty nodes included), HEAD as ``str``."""
+
+    def __init__(self, text: str):
+        import conllu
+
+        self.rows = [
+            {
+                "tokens": [t["form"] for t in sent],
+                "upos": [HF_UPOS.index(t["upos"]) for t in sent],
+                "head": [str(t["head"]) for t in sent],
+                "deprel": [str(t["deprel"]) for t in sent],
+            }
+            for sent in conllu.parse(text)
+        ]
+        self.column_names = ["tokens", "upos", "head", "deprel"]
+        upos = types.SimpleNamespace(feature=types.SimpleNamespace(names=HF_UPOS))
+        self.features = {"upos": upos}
+
+    def __iter__(self):
+        return iter(self.rows)
+
+
+def test_hub_treebank_drops_multiword_ranges_and_empty_nodes(tmp_path, monkeypatch):
+    from lmsim.data import load_treebank
+
+    fake = types.ModuleType("datasets")
+    fake.load_dataset = lambda *a, **kw: _FakeHubSplit(CONLLU_MWT)
+    monkeypatch.setitem(sys.modules, "datasets", fake)
+    first, second = load_treebank("hf:universal_dependencies:fr_pud", "test")
+    assert first.words == ["Il", "parle", "de", "le", "livre", "vite"]
+    assert first.upos == ["PRON", "VERB", "ADP", "DET", "NOUN", "ADV"]
+    assert first.heads == [2, 0, 5, 5, 2, 2]
+    assert first.deprels == ["nsubj", "root", "case", "det", "obl", "advmod"]
+    assert second.words == ["À", "le", "début"] and second.heads == [3, 3, 0]
+    assert "_" not in first.upos + second.upos
+    # The same syntactic words as the CoNLL-U reader finds in the file.
+    path = tmp_path / "fr.conllu"
+    path.write_text(CONLLU_MWT)
+    assert [first, second] == read_conllu(path)
+
+
+def test_hub_treebank_without_heads_names_the_fix(monkeypatch):
+    from lmsim.data import load_treebank
+
+    split = _FakeHubSplit(CONLLU_MWT)
+    split.rows[1]["head"] = ["None"] * len(split.rows[1]["head"])
+    fake = types.ModuleType("datasets")
+    fake.load_dataset = lambda *a, **kw: split
+    monkeypatch.setitem(sys.modules, "datasets", fake)
+    with pytest.raises(ValueError, match=r"row 1 .*no token has an integer HEAD.*\.conllu"):
+        load_treebank("hf:universal_dependencies:fr_pud", "test")

@@ -927,9 +927,14 @@ def test_linear_grams_paper_compat_counts_padding(tiny):
     grams = extract_linear_grams(
         model, tok, TEXTS, batch_size=4, max_length=40, paper_compat_padding=True, **KW
     )
-    # Every per-token input counts all 40 positions; the pooler sees one vector per text.
+    # The released code's batches: in order, each padded to its longest text (max_length
+    # only truncates); every per-token input counts all of a batch's positions, the pooler
+    # one vector per text.
+    lengths = [len(tok(t, truncation=True, max_length=40)["input_ids"]) for t in TEXTS]
+    padded = sum(len(lengths[i : i + 4]) * max(lengths[i : i + 4]) for i in range(0, len(TEXTS), 4))
+    assert padded > sum(lengths)  # the test texts differ in length: padding is counted
     assert grams.pop("pooler.dense").n == len(TEXTS)
-    assert all(mom.n == 40 * len(TEXTS) for mom in grams.values())
+    assert all(mom.n == padded for mom in grams.values())
 
 
 def test_linear_grams_remove_hooks_after_error(tiny, monkeypatch):

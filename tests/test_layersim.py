@@ -84,3 +84,34 @@ def test_representations_page_runs_pair_by_pair_without_a_cache(tmp_path, monkey
     )
     assert "one pass per pair of models" in shown and "skipped with model_pairs" in shown
     assert not list(cache.rglob("acts/*/shard_*.safetensors"))
+
+
+def test_chosen_pairs_equal_the_joint_pass_where_computed(monkeypatch):
+    """The thesis's page: each model's own blocks and its teacher x student block only."""
+    sentences = [line.split() for line in load_corpus("smoke", "valid")][:10]
+    models = ["tiny-bert", "tiny-gpt2", "tiny-llama"]
+    kw = {"pooling": "word", "batch_size": 8, "device": "cpu", "cache": False}
+    metrics = {"cka": ("linear_cka", {})}
+    calls = []
+
+    def counting(chosen, *a, **k):
+        calls.append(tuple(chosen))
+        return extract_moments(chosen, *a, **k)
+
+    monkeypatch.setattr("lmsim.layersim.extract_moments", counting)
+    names, sims = pairwise_by_model_pairs(
+        models, sentences, metrics, pairs=[["tiny-bert", "tiny-llama"]], **kw
+    )
+    assert calls == [("tiny-bert", "tiny-llama"), ("tiny-gpt2",)]  # never all models jointly
+    mom = extract_moments(models, sentences, progress=False, **kw)
+    assert names == mom.names
+    joint = pairwise_matrix(mom, names, metric="linear_cka", progress=False)
+    owner = np.array([n.rsplit("/", 1)[0] for n in names])
+    linked = {("tiny-bert", "tiny-llama"), ("tiny-llama", "tiny-bert")}
+    computed = (owner[:, None] == owner[None, :]) | np.array(
+        [[(a, b) in linked for b in owner] for a in owner]
+    )
+    np.testing.assert_allclose(sims["cka"][computed], joint[computed], atol=1e-8)
+    assert np.isnan(sims["cka"][~computed]).all() and (~computed).any()
+    with pytest.raises(ValueError, match="two different names"):
+        pairwise_by_model_pairs(models, sentences, metrics, pairs=[["tiny-bert", "nope"]])

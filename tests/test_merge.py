@@ -604,7 +604,7 @@ def test_model_errors_name_the_layer_and_the_fix(zoo):
     with pytest.raises(KeyError, match="not linear layers"):
         merge_models([a, b], [ga, {**ga, "encoder.nope": torch.eye(16)}])
     with pytest.raises(ValueError, match="`method` must be one of"):
-        merge_models([a, b], method="ties")
+        merge_models([a, b], method="slerp")
     with pytest.raises(TypeError, match="`models\\[1\\]` must be an nn.Module"):
         merge_models([a, "bert"], method="simple")
     with pytest.raises(KeyError, match="no Fisher for parameter 'bert.embeddings"):

@@ -9,15 +9,20 @@ import torch
 from lmsim.data import keyword_domains, noniid_partitions
 from lmsim.merge_setups import (
     DomainSetup,
+    alpha_one_check,
+    best_on_validation,
     cap,
     domain_setup,
     domain_tables,
+    greedy_order,
     holdout_split,
     mean_logits,
     noniid_split,
+    pairwise_alpha_sweep,
     pool,
     published_stats,
     relative_change,
+    validation_scores,
 )
 from lmsim.tasks import Task
 
@@ -101,7 +106,7 @@ def test_keyword_setup_matches_the_rows_of_each_domain_in_order():
     task = _task(n_train=200, n_test=80)
     keywords = {"drinks": ["coffee", "tea"], "pets": ["dog", "cat"]}
     spec = {"set": "smoke", "keywords": keywords, "other": "pantry", "ood": ["pets"]}
-    import lmsim.merge_setups as ms
+    import lmsim.merge_setups._setups as ms
 
     original = ms.load_task
     ms.load_task = lambda name, seed=0: task
@@ -127,7 +132,7 @@ def test_keyword_setup_matches_the_rows_of_each_domain_in_order():
 def test_domain_setup_errors_name_the_problem():
     with pytest.raises(ValueError, match="`keywords`.*or `domains`"):
         domain_setup("x", {"sets": {}})
-    import lmsim.merge_setups as ms
+    import lmsim.merge_setups._setups as ms
 
     original = ms.load_task
     ms.load_task = lambda name, seed=0: _task()
@@ -271,3 +276,157 @@ def test_named_setup_relabels_ner_domains_to_the_ood_types():
     assert setup.domains["a"].train[0] == plain.domains["a"].train[0]  # same sentences
     conll = setup.ood["conll"]
     assert len(conll.validation[1]) == 10 and len(conll.test[1]) == 10
+
+
+# ====================================================================== selection on validation
+class _PartScorer:
+    """Scores from a table keyed by (model id, task id, part); counts which parts were read."""
+
+    def __init__(self, seed):
+        self.rng = np.random.default_rng(seed)
+        self.table, self.parts = {}, []
+
+    def value(self, model, task, part="test"):
+        return self.table.setdefault((id(model), id(task), part), float(self.rng.uniform()))
+
+    def score(self, model, task, part="test", type_map=None, *, name=None):
+        self.parts.append(part)
+        return self.value(model, task, part)
+
+    def ensemble(self, named, task, part="test", type_map=None):
+        return float(np.mean([self.value(m, task, part) for m in named.values()]))
+
+
+def _with_validation(task, n=10):
+    return task.with_parts(validation=(task.train[0][:n], task.train[1][:n]))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_selection_uses_validation_parts_only(seed):
+    tasks = [_with_validation(_task(seed=i, name=f"t{i}")) for i in range(3)]
+    named = {f"m{i}": object() for i in range(4)}
+    scorer = _PartScorer(seed)
+    scores = validation_scores(scorer, named, tasks)
+    assert set(scorer.parts) == {"validation"}
+    for n, m in named.items():
+        assert scores[n] == pytest.approx(
+            np.mean([scorer.value(m, t, "validation") for t in tasks])
+        )
+    order = greedy_order(scorer, named, tasks)
+    assert order == sorted(named, key=lambda n: -scores[n])
+    assert best_on_validation(scorer, named, tasks) == order[0]
+    # Ties keep the given order.
+    flat = _PartScorer(seed)
+    flat.value = lambda model, task, part="test": 0.5
+    assert greedy_order(flat, named, tasks) == list(named)
+    assert best_on_validation(flat, named, tasks) == "m0"
+    with pytest.raises(ValueError, match="validation parts.*n_validation"):
+        validation_scores(scorer, named, [_task()])
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_domain_tables_on_validation_and_whole_ood_sets(seed):
+    domains = {d: _with_validation(_task(seed=i, name=d)) for i, d in enumerate("xyz")}
+    ood = {"p": holdout_split(_task(seed=10, name="p"), seed=seed)}
+    whole = {"p": ood["p"].with_parts(test=pool(ood["p"].validation, ood["p"].test))}
+    setup = DomainSetup("s", domains, ood, ood_whole=whole)
+    models = {d: object() for d in domains}
+    merged = {"Simple": object(), "RegMean": object()}
+    scorer = _PartScorer(seed)
+    t2, t3 = domain_tables(
+        setup, models, merged, object(), scorer, best_on="validation", ood_part="whole"
+    )
+    val = [
+        np.mean([scorer.value(models[m], t, "validation") for t in domains.values()])
+        for m in domains
+    ]
+    best = list(domains)[int(np.argmax(val))]
+    test_mean = np.mean([scorer.value(models[best], t) for t in domains.values()])
+    assert t2["Best f1..N"] == pytest.approx(test_mean)
+    # Table 3: the same individual, on the whole OOD set (not its test half).
+    assert t3["p"]["Best f1..N"] == pytest.approx(scorer.value(models[best], whole["p"]))
+    assert t3["p"]["RegMean"] == pytest.approx(scorer.value(merged["RegMean"], whole["p"]))
+    assert (id(merged["RegMean"]), id(ood["p"]), "test") not in scorer.table
+    with pytest.raises(ValueError, match="`best_on` must be"):
+        domain_tables(setup, models, merged, object(), scorer, best_on="oracle")
+    with pytest.raises(ValueError, match="`ood_part` must be"):
+        domain_tables(setup, models, merged, object(), scorer, ood_part="half")
+
+
+def test_keyword_setup_validation_rows_follow_the_trained_rows(monkeypatch):
+    import lmsim.merge_setups._setups as ms
+
+    task = _task(n_train=300, n_test=80)
+    monkeypatch.setattr(ms, "load_task", lambda name, seed=0: task)
+    keywords = {"drinks": ["coffee", "tea"], "pets": ["dog", "cat"]}
+    spec = {"set": "smoke", "keywords": keywords, "other": "pantry", "ood": ["pets"]}
+    setup = domain_setup("s", spec, n_train=5, n_test=10, n_validation=8)
+    train_of = keyword_domains(task.train[0], keywords, "pantry")
+    for d, t in setup.domains.items():
+        rows = [i for i, x in enumerate(train_of) if x == d]
+        assert t.train == (
+            [task.train[0][i] for i in rows[:5]],
+            [task.train[1][i] for i in rows[:5]],
+        )
+        assert t.validation == (
+            [task.train[0][i] for i in rows[5:13]],
+            [task.train[1][i] for i in rows[5:13]],
+        )
+    assert setup.ood_whole["pets"] is setup.ood["pets"]  # its validation is training rows
+    with pytest.raises(ValueError, match="pass `n_train`"):
+        domain_setup("s", spec, n_test=10, n_validation=12)
+    with pytest.raises(ValueError, match="no validation examples"):
+        domain_setup("s", spec, n_train=1000, n_test=10, n_validation=12)
+    with pytest.raises(ValueError, match="`n_validation` must be a positive int"):
+        domain_setup("s", spec, n_train=30, n_validation=0)
+
+
+def test_named_setup_validation_and_whole_ood_sets(monkeypatch):
+    import lmsim.merge_setups._setups as ms
+
+    own = _with_validation(_task(seed=1, name="own"), n=20)
+    plain = _task(seed=2, name="plain")
+    heldout = _task(seed=3, n_test=30, name="heldout")
+    sets = {"own": own, "plain": plain, "heldout": heldout}
+    monkeypatch.setattr(ms, "load_task", lambda name, seed=0: sets[name])
+    spec = {"domains": {"a": "own", "b": "plain"}, "ood": {"h": "heldout", "o": "own"}}
+    setup = domain_setup("s", spec, n_train=50, n_test=12, n_validation=8)
+    assert setup.domains["a"].validation == cap(own.validation, 8)  # its own split
+    assert setup.domains["b"].validation == (plain.train[0][50:58], plain.train[1][50:58])
+    h = setup.ood["h"]  # halves of the test split, each capped at n_test
+    assert setup.ood_whole["h"].test == pool(h.validation, h.test)
+    assert len(setup.ood_whole["h"].test[1]) == 24
+    assert setup.ood_whole["o"] is setup.ood["o"]  # a set with a validation split: its test part
+    plain_only = {"domains": {"a": "plain", "b": "plain"}}
+    with pytest.raises(ValueError, match="no validation examples"):
+        domain_setup("s", plain_only, n_test=12, n_validation=8)
+
+
+# ====================================================================== α sweep
+def test_pairwise_alpha_sweep_and_the_alpha_one_check():
+    effect = {0.1: 0.60, 0.5: 0.62, 0.9: 0.61, 1.0: 0.30}
+    merged = []
+
+    def merge(names, alpha):
+        merged.append((tuple(names), alpha))
+        return (tuple(names), alpha)
+
+    def score(model, name):
+        (pair, alpha) = model
+        return effect[alpha] + 0.01 * pair.index(name) + 0.001 * len(name)
+
+    pairs = [("a", "b"), ("a", "cc"), ("b", "cc")]
+    sweep = pairwise_alpha_sweep(pairs, sorted(effect), merge, score)
+    assert len(merged) == len(pairs) * len(effect) and len(sweep) == 2 * len(merged)
+    assert list(sweep.columns) == ["pair", "alpha", "model", "score"]
+    row = sweep[(sweep["pair"] == "a+cc") & (sweep["alpha"] == 0.5) & (sweep["model"] == "cc")]
+    assert float(row["score"].iloc[0]) == pytest.approx(0.62 + 0.01 + 0.002)
+    check = alpha_one_check(sweep)
+    assert check["alpha"] == 0.5
+    assert check["drop"] == pytest.approx(0.30 - 0.62)
+    assert len(check["differences"]) == 6
+    np.testing.assert_allclose(check["differences"], 0.30 - 0.62)
+    with pytest.raises(ValueError, match="no α = 1"):
+        alpha_one_check(sweep[sweep["alpha"] < 1])
+    with pytest.raises(ValueError, match="no α in"):
+        alpha_one_check(sweep[sweep["alpha"] == 1.0])

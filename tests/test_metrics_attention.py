@@ -12,9 +12,11 @@ from lmsim.metrics import (
     distattn_sim,
     distributed_attention_features,
     linear_cka,
+    pairwise_attention,
     pwcca,
     svcca,
 )
+from lmsim.metrics.attention import paper_attention_features
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -131,6 +133,116 @@ def test_distattn_sim_is_metric_of_pair_features(seed):
     assert distattn_sim(A, B, "cka") == pytest.approx(
         linear_cka(naive_features(A, False), naive_features(B, False)), abs=1e-12
     )
+
+
+# ----------------------------------------------------------------------- the authors' form
+def authors_attention_cca(attn, ar_mask=True, threshold=0.99):
+    """Wu et al.'s ``load_attentions`` + ``ReprCorr`` + ``AttnCCA``, rewritten as numpy loops.
+
+    ``attn`` is an ordered {network: list of (n_heads, n, n)}. Returns svsim and pwsim as
+    dicts of dicts ``sim[x][y]`` (pwsim directional, weights against x's raw features).
+    """
+    reps = {}
+    for name, sentences in attn.items():
+        rows = []
+        for a in sentences:
+            if ar_mask:  # np.tril, then renormalise each row
+                a = np.tril(a)
+                a = a / a.sum(axis=-1, keepdims=True)
+            n_heads, n_words, _ = a.shape
+            for q in range(n_words):
+                for k in range(n_words):
+                    rows.append([a[h, q, k] for h in range(n_heads)])
+        reps[name] = np.array(rows)
+    first = next(iter(reps))
+    keep = np.all(reps[first] != 0, axis=1)  # computed once, from the first network
+    reps = {name: t[keep] for name, t in reps.items()}
+    bases = {}
+    for name, t in reps.items():
+        z = (t - t.mean(axis=0)) / t.std(axis=0, ddof=1)
+        u, s, _ = np.linalg.svd(z, full_matrices=False)
+        var = np.cumsum(s**2)
+        bases[name] = u[:, : int(np.sum(var < var[-1] * threshold))]
+    sv, pw = {x: {} for x in reps}, {x: {} for x in reps}
+    for x in reps:
+        for y in reps:
+            if x == y:
+                continue
+            u, s, vt = np.linalg.svd(bases[x].T @ bases[y], full_matrices=False)
+            sv[x][y] = s.mean()
+            weights = np.abs((bases[x] @ u).T @ reps[x]).sum(axis=1)
+            pw[x][y] = np.sum(s * weights) / np.sum(weights)
+    return sv, pw
+
+
+def _run(seed, first_causal):
+    lengths = (6, 9, 4, 8, 7, 5)
+    rng = np.random.default_rng(seed)
+    return (
+        {
+            "gpt/layer.1": random_attention(rng, n_heads=3, lengths=lengths, causal=True),
+            "bert/layer.1": random_attention(rng, n_heads=4, lengths=lengths),
+            "bert/layer.2": random_attention(rng, n_heads=4, lengths=lengths, sharpness=1.0),
+        }
+        if first_causal
+        else {
+            "bert/layer.1": random_attention(rng, n_heads=4, lengths=lengths),
+            "gpt/layer.1": random_attention(rng, n_heads=3, lengths=lengths, causal=True),
+            "bert/layer.2": random_attention(rng, n_heads=4, lengths=lengths, sharpness=1.0),
+        }
+    )
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("ar_mask", [True, False])
+@pytest.mark.parametrize("first_causal", [True, False])
+def test_paper_distattn_matches_the_authors_attncca(seed, ar_mask, first_causal):
+    attn = _run(seed, first_causal)
+    names = list(attn)
+    sv, pw = authors_attention_cca(attn, ar_mask=ar_mask)
+    got_sv = pairwise_attention(attn, "svcca", progress=False, paper_compat=True, ar_mask=ar_mask)
+    got_pw = pairwise_attention(attn, "pwcca", progress=False, paper_compat=True, ar_mask=ar_mask)
+    for i, x in enumerate(names):
+        for j, y in enumerate(names):
+            if i == j:
+                continue
+            assert got_sv[i, j] == pytest.approx(sv[x][y], abs=1e-10)
+            assert got_pw[i, j] == pytest.approx(pw[x][y], abs=1e-10)
+    # One pair on its own: the mask comes from A_list, the run's first model.
+    a, b = names[0], names[2]
+    assert distattn_sim(
+        attn[a], attn[b], "svcca", paper_compat=True, ar_mask=ar_mask
+    ) == pytest.approx(sv[a][b], abs=1e-10)
+    assert distattn_sim(
+        attn[a], attn[b], "pwcca", paper_compat=True, ar_mask=ar_mask
+    ) == pytest.approx(pw[a][b], abs=1e-10)
+
+
+def test_paper_distattn_differs_from_textbook_and_cka_only_centres():
+    attn = _run(0, first_causal=False)
+    a, b = attn["bert/layer.1"], attn["bert/layer.2"]
+    textbook = distattn_sim(a, b, "svcca")
+    paper = distattn_sim(a, b, "svcca", paper_compat=True)
+    assert abs(textbook - paper) > 1e-3
+    feats_a = paper_attention_features(a)
+    feats_b = paper_attention_features(b)
+    lower = (feats_a != 0).all(dim=1)  # the keys ≤ query pairs
+    assert int(lower.sum()) == sum(n * (n + 1) // 2 for n in (6, 9, 4, 8, 7, 5))
+    assert distattn_sim(a, b, "cka", paper_compat=True) == pytest.approx(
+        linear_cka(feats_a[lower], feats_b[lower]), abs=1e-12
+    )
+    # ar_mask: lower triangle renormalised, the upper triangle exactly zero.
+    first = feats_a[: 6 * 6].reshape(6, 6, -1).numpy()
+    assert np.allclose(first.sum(axis=1), 1.0)
+    assert np.all(first[np.triu_indices(6, 1)] == 0)
+    raw = paper_attention_features(a, ar_mask=False).numpy()
+    np.testing.assert_array_equal(raw, naive_features(a, causal=False))
+    with pytest.raises(ValueError, match="causal"):
+        distattn_sim(a, b, "svcca", causal=True, paper_compat=True)
+    with pytest.raises(ValueError, match="causal"):
+        pairwise_attention(
+            attn, "svcca", causal={"gpt/layer.1": True}, progress=False, paper_compat=True
+        )
 
 
 # ----------------------------------------------------------------------- bad input

@@ -8,8 +8,20 @@ import pytest
 import torch
 from _helpers import SEEDS, random_orthogonal
 
-from lmsim.metrics import debiased_cka, linear_cka, rbf_cka
-from lmsim.metrics.cka import linear_cka_gram_matrix, linear_cka_matrix, outlier_neurons
+from lmsim.metrics import (
+    debiased_cka,
+    linear_cka,
+    pairwise_matrix,
+    pairwise_matrix_raw,
+    rbf_cka,
+)
+from lmsim.metrics.cka import (
+    DebiasedCKAStats,
+    debiased_cka_matrix,
+    linear_cka_gram_matrix,
+    linear_cka_matrix,
+    outlier_neurons,
+)
 from lmsim.moments import Moments
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -275,3 +287,58 @@ def test_linear_cka_gram_matrix_matches_naive_feature_space_cka(seed):
     np.testing.assert_allclose(got, want, atol=1e-6)
     with pytest.raises(ValueError, match="same n_samples"):
         linear_cka_gram_matrix({"a": acts["a"], "z": acts["b"][:30]})
+
+
+# ----------------------------------------------------------------------- all-pairs debiased
+def debiased_blocks(seed, n=90):
+    rng = np.random.default_rng(seed)
+    X, Y = random_pair(seed, n=n)
+    return {
+        "x": X + 1e3,  # a large offset: the shift keeps it from cancelling
+        "y": Y,
+        "mix": X[:, :4] @ rng.normal(size=(4, 6)) + rng.normal(size=(n, 6)),
+        "noise": rng.normal(size=(n, 3)),
+    }
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_debiased_cka_matrix_matches_naive_and_streams(seed):
+    acts = debiased_blocks(seed)
+    names = list(acts)
+    # The naive n × n form loses digits to the offset: give it centred blocks (the
+    # estimator is translation invariant; the streaming form keeps the offset).
+    centred = {name: x - x.mean(axis=0) for name, x in acts.items()}
+    want = np.array([[naive_debiased_cka(centred[a], centred[b]) for b in names] for a in names])
+    np.testing.assert_allclose(debiased_cka_matrix(acts), want, atol=1e-9)
+    np.testing.assert_allclose(debiased_cka_matrix(centred), want, atol=1e-9)
+    # Streaming in uneven chunks (and from torch input) gives the same statistics.
+    stats = DebiasedCKAStats({name: acts[name].shape[1] for name in names})
+    for start, stop in [(0, 7), (7, 8), (8, 50), (50, 90)]:
+        stats.update({name: torch.from_numpy(x[start:stop]) for name, x in acts.items()})
+    assert stats.n == 90
+    np.testing.assert_allclose(stats.matrix(), want, atol=1e-9)
+    sub = stats.matrix(["noise", "x"])
+    np.testing.assert_allclose(sub, want[np.ix_([3, 0], [3, 0])], atol=1e-9)
+    # Same through pairwise_matrix_raw (its all-pairs path) and pair by pair.
+    raw = pairwise_matrix_raw(acts, metric="debiased_cka", progress=False)
+    np.testing.assert_allclose(raw, want, atol=1e-9)
+    cross = pairwise_matrix_raw(acts, names, ["y"], metric="debiased_cka", progress=False)
+    np.testing.assert_allclose(cross[:, 0], want[:, 1], atol=1e-9)
+
+
+def test_debiased_cka_matrix_is_near_zero_for_unrelated_blocks_and_checks_input():
+    rng = np.random.default_rng(0)
+    acts = {f"b{k}": rng.normal(size=(2000, 40)) for k in range(3)}
+    unbiased = debiased_cka_matrix(acts)
+    biased = np.array([[linear_cka(acts[a], acts[b]) for b in acts] for a in acts])
+    off = ~np.eye(3, dtype=bool)
+    assert np.abs(unbiased[off]).max() < 0.01 < biased[off].min()  # the biased floor is ~d/n
+    with pytest.raises(ValueError, match="at least 4"):
+        debiased_cka_matrix({k: v[:3] for k, v in acts.items()})
+    with pytest.raises(KeyError, match="unknown blocks"):
+        debiased_cka_matrix(acts, ["b0", "zz"])
+    with pytest.raises(ValueError, match="itself"):
+        debiased_cka_matrix({"a": np.ones((10, 2)), "b": rng.normal(size=(10, 2))})
+    mom = Moments.from_arrays(acts)
+    with pytest.raises(ValueError, match="pairwise_matrix_raw"):
+        pairwise_matrix(mom, list(acts), metric="debiased_cka", progress=False)

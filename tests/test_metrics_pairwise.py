@@ -150,6 +150,8 @@ def test_pairwise_errors():
     with pytest.raises(KeyError, match="available"):
         pairwise_matrix(mom, ["m/layer.0", "m/layer.9"], progress=False)
     with pytest.raises(ValueError, match="unknown `metric`"):
+        pairwise_matrix(mom, list(acts), metric="cosine", progress=False)
+    with pytest.raises(ValueError, match="extract_activations"):
         pairwise_matrix(mom, list(acts), metric="rbf_cka", progress=False)
     with pytest.raises(TypeError, match="no option"):
         pairwise_matrix(mom, list(acts), metric="neuronsim", paper_compat=True, progress=False)

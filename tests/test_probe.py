@@ -396,3 +396,62 @@ def test_lexical_baseline_matches_a_naive_lookup(seed):
     )
     with pytest.raises(ValueError, match="must pair up"):
         lexical_baseline(words_train[:-1], y_train, words_test, y_test)
+
+
+# ---------------------------------------------------------------- convergence
+def test_objective_matches_naive_formula():
+    from lmsim.probe._fit import _objective
+
+    X, y = gaussian_task(0, n=300, d=6, k=3)
+    rng = np.random.default_rng(1)
+    W, b = rng.standard_normal((3, 6)), rng.standard_normal(3)
+    logits = X.astype(np.float64) @ W.T + b
+    logp = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
+    naive = (
+        -logp[np.arange(y.size), y].mean() + 1e-2 * np.abs(W).sum() + 1e-3 * np.sqrt((W**2).sum())
+    )
+    t = lambda a: torch.tensor(a, dtype=torch.float32)  # noqa: E731
+    got = _objective(t(X), torch.as_tensor(y), t(W), t(b), 1e-2, 1e-3, None, None, batch_size=64)
+    assert got == pytest.approx(naive, rel=1e-5)
+
+
+def test_converged_rule_matches_its_definition():
+    from lmsim.probe._fit import _converged
+
+    assert not _converged([1.0], 0.1, 1)
+    assert _converged([1.0, 0.95], 0.1, 1) and not _converged([1.0, 0.85], 0.1, 1)
+    assert _converged([1.0, 1.2], 0.1, 1)  # a rise is no decrease
+    assert not _converged([1.0, 0.95, 0.5], 0.1, 2) and _converged([1.0, 0.99, 0.98], 0.1, 2)
+    assert not _converged([1.0, 0.99], 0.1, 2)  # needs patience + 1 values
+
+
+def test_recording_curves_does_not_change_training():
+    (Xtr, ytr), (Xte, yte) = split(gaussian_task(0, n=600), 400)
+    kw = dict(epochs=4, seed=0, lr=1e-2, **CPU)
+    plain = train_probe(Xtr, ytr, Xte, yte, **kw)
+    seen = train_probe(Xtr, ytr, Xte, yte, curves=True, **kw)
+    np.testing.assert_array_equal(plain.weights, seen.weights)
+    assert plain.objective == [] and plain.curves is None and plain.converged is None
+    assert len(seen.objective) == len(seen.curves["train"]) == len(seen.curves["dev"]) == 4
+    assert seen.curves["train"][-1] == seen.accuracy["train"]
+    assert seen.curves["dev"][-1] == seen.accuracy["dev"]
+    assert "fixed 4 epochs" in plain.stopping_rule
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_tol_stops_near_the_optimum_of_a_long_run(seed):
+    (Xtr, ytr), (Xte, yte) = split(gaussian_task(seed, n=800, d=10), 600)
+    kw = dict(seed=seed, lr=1e-2, batch_size=64, **CPU)
+    short = train_probe(Xtr, ytr, Xte, yte, epochs=2, curves=True, **kw)
+    conv = train_probe(Xtr, ytr, Xte, yte, epochs=300, tol=1e-3, patience=2, **kw)
+    long = train_probe(Xtr, ytr, Xte, yte, epochs=300, curves=True, **kw)
+    assert conv.converged and conv.n_epochs < 300 and long.n_epochs == 300
+    best = min(long.objective)
+    # Two epochs leave the objective far above the optimum; the stopping rule does not.
+    assert short.objective[-1] - best > 5 * (conv.objective[-1] - best)
+    assert conv.objective[-1] - best < 0.02 * best + 0.01
+    assert "until the full training objective" in conv.stopping_rule
+    with pytest.raises(ValueError, match="`tol`"):
+        train_probe(Xtr, ytr, tol=-1.0, **CPU)
+    with pytest.raises(ValueError, match="`patience`"):
+        train_probe(Xtr, ytr, tol=1e-3, patience=0, **CPU)

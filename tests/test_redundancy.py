@@ -16,6 +16,7 @@ from lmsim.redundancy import (
     layer_subsets,
     probe_sweep,
     probing_sets,
+    scipy_agreement,
 )
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -123,6 +124,7 @@ def test_probe_sweep_rows_and_control():
     )
     assert list(table.key) == ["all", "noise"]
     assert list(table.n_neurons) == [5, 2]
+    assert list(table.epochs_run) == [10, 10] and table.converged.isna().all()
     full, noise = table.iloc[0], table.iloc[1]
     assert full.test > noise.test + 0.3 and full.test > full.majority
     assert full.selectivity == pytest.approx(full.test - full.control)
@@ -193,3 +195,21 @@ def test_transfer_set_sources(tmp_path):
         transfer_set("udhr:deu", 5)
     with pytest.raises(ValueError, match="unknown treebank"):
         transfer_set("fr_pud.txt", 5)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_scipy_agreement_on_the_first_rows(seed):
+    X = correlated(seed)
+    got = scipy_agreement(X, [0.2, 0.5, 0.8], max_rows=150)
+    assert got == {0.2: True, 0.5: True, 0.8: True}
+    with pytest.raises(ValueError, match="max_rows"):
+        scipy_agreement(X, [0.5], max_rows=1)
+
+
+def test_scipy_agreement_detects_a_different_partition(monkeypatch):
+    X = correlated(0)
+    monkeypatch.setattr(
+        "lmsim.redundancy.cluster_neurons",
+        lambda rows, taus: {t: np.arange(rows.shape[1]) for t in taus},
+    )
+    assert scipy_agreement(X, [0.9])[0.9] is False

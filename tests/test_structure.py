@@ -444,7 +444,15 @@ LAYERS = [
         "lmsim.cluster",
         "lmsim.finetune",
     ],
-    ["lmsim.twotower", "lmsim.brown", "lmsim.udhr", "lmsim.layersim", "lmsim.merge_setups"],
+    [
+        "lmsim.twotower",
+        "lmsim.brown",
+        "lmsim.udhr",
+        "lmsim.layersim",
+        "lmsim.merge_setups",
+        "lmsim.selection",
+        "lmsim.subset_controls",
+    ],
     ["lmsim.redundancy"],
     ["lmsim.reproduce"],
 ]

@@ -132,23 +132,44 @@ def _hf_treebank(spec: str, split: str) -> list[Sentence]:
         )
     upos_feature = ds.features["upos"]
     names = getattr(getattr(upos_feature, "feature", None), "names", None)
-    sentences = []
-    for index, row in enumerate(ds):
-        upos = [names[u] if names is not None else str(u) for u in row["upos"]]
-        heads = [int(h) if str(h).isdigit() else 0 for h in row["head"]]
-        _check_tree(heads, Path(spec), f"row {index} of split {hf_split!r}")
-        sentences.append(
-            Sentence(
-                words=list(row["tokens"]),
-                upos=upos,
-                heads=heads,
-                deprels=list(row["deprel"]),
-                silver=False,
-            )
-        )
+    sentences = [
+        _hf_sentence(row, names, spec, f"row {index} of split {hf_split!r}")
+        for index, row in enumerate(ds)
+    ]
     if not sentences:
         raise ValueError(f"{spec!r} split {hf_split!r}: no sentences")
     return sentences
+
+
+def _hf_sentence(row: dict, upos_names, spec: str, where: str) -> Sentence:
+    """One row of a ``universal_dependencies``-style dataset as a :class:`Sentence` of
+    syntactic words.
+
+    The hub's conversion writes every CoNLL-U line of a sentence as a token, multiword-token
+    ranges (``2-3 du``, UPOS ``_``) and empty nodes (``4.1``) included, with the HEAD as a
+    string (``"None"`` where the column is ``_``). It has no ID column, so a syntactic word
+    is recognised by its integer HEAD, which UD's validator requires of every word and
+    forbids on ranges and empty nodes; the others are dropped, as :func:`read_conllu` skips
+    them, so French ``du`` is read as its words ``de le`` and the heads (word numbers that
+    never count ranges or empty nodes) stay aligned.
+    """
+    tokens, heads_in = list(row["tokens"]), [str(h) for h in row["head"]]
+    upos_in = [upos_names[u] if upos_names is not None else str(u) for u in row["upos"]]
+    keep = [i for i, h in enumerate(heads_in) if h.isdigit()]
+    if not keep:
+        raise ValueError(
+            f"{spec}: {where}: no token has an integer HEAD, so its syntactic words cannot be "
+            "told from multiword-token ranges; pass the treebank as a .conllu file"
+        )
+    heads = [int(heads_in[i]) for i in keep]
+    _check_tree(heads, Path(spec), where)
+    return Sentence(
+        words=[tokens[i] for i in keep],
+        upos=[upos_in[i] for i in keep],
+        heads=heads,
+        deprels=[str(row["deprel"][i]) for i in keep],
+        silver=False,
+    )
 
 
 def load_treebank(
@@ -163,7 +184,8 @@ def load_treebank(
         or ``"hf:<dataset>:<config>"`` for a Hugging Face dataset with the columns of
         ``universal_dependencies`` (``"hf:universal_dependencies:en_gsd"``, ``...:en_pud``,
         ``...:fr_pud``), read from its Parquet conversion (no loading script runs; needs
-        network and ``datasets``).
+        network and ``datasets``); multiword-token ranges and empty nodes are dropped
+        there too (:func:`_hf_sentence`).
     split : {"train", "dev", "test"}
         The hub split (``"dev"`` is ``"validation"``); PUD treebanks have only ``"test"``.
     max_sentences : int, optional

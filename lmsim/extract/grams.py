@@ -51,9 +51,10 @@ def extract_linear_grams(
     batch_size, max_length, device, dtype, progress
         As in :func:`extract_moments`.
     paper_compat_padding : bool
-        Record all positions, padding included, as the released RegMean code does; texts
-        are then padded to ``max_length`` when given, else to the longest text of each
-        batch in the original order.
+        Record all positions, padding included, as the released RegMean code does: batches
+        of ``batch_size`` texts in the given order, each padded to its longest text (its
+        ``DataCollatorWithPadding``, ``padding=True``; ``local_trainer.compute_grams``
+        hooks every position). ``max_length`` only truncates.
 
     Returns
     -------
@@ -100,8 +101,9 @@ def extract_linear_grams(
 
         return hook
 
+    # The released code's batches keep their order (no sorting by length), and each is
+    # padded to its longest text: padding enters its Grams, as much as those batches hold.
     sort = not paper_compat_padding
-    pad_to = max_length if paper_compat_padding else None
     lengths = np.array([len(x) for x in enc["input_ids"]], dtype=np.int64)
     batches = _batches(np.arange(len(texts)), lengths, int(batch_size), sort=sort)
     bar = _progress(len(texts), progress, "linear inputs")
@@ -109,7 +111,7 @@ def extract_linear_grams(
     try:
         with scoped_hooks(hooks), torch.inference_mode():
             for batch in batches:
-                inputs = model_inputs(model, pad_batch(enc, batch, run.pad_id, pad_to), device)
+                inputs = model_inputs(model, pad_batch(enc, batch, run.pad_id), device)
                 state["mask"] = inputs["attention_mask"]
                 with _autocast(device, amp_dtype):
                     model(**inputs)

@@ -1,6 +1,8 @@
-"""The published numbers of Zhang (2022): checkpoints (Table 1), group ρ and R² (Tables 2-3)."""
+"""The published numbers of Zhang (2022): checkpoints (Table 1), group ρ and R² (Tables 2-3), ranks."""
 
 from __future__ import annotations
+
+import pandas as pd
 
 #: Table 1 of Zhang (2022): the 12 models and their Hugging Face checkpoints.
 PAPER_CHECKPOINTS: dict[str, str] = {
@@ -63,3 +65,81 @@ PAPER_TABLE3: dict[str, list[float]] = {
     "albert-base-v2":                     [0.7240, 0.7927, 0.8435, 0.8790, 0.9044, 0.9223],
 }  # fmt: skip
 PAPER_SEQ_LENS = (16, 32, 64, 128, 256, 512)
+
+#: The multilingual checkpoints of Table 1 ("multilingual LMs have lower dependency
+#: compared with others", Sec. 4.2), and the two with objectives other than masked LM
+#: (XLNet: permutation LM; ELECTRA: replaced token detection).
+PAPER_MULTILINGUAL = (
+    "xlm-roberta-base",
+    "bert-base-multilingual-cased",
+    "distilbert-base-multilingual-cased",
+)
+PAPER_OTHER_OBJECTIVES = ("xlnet-base-cased", "google/electra-base-discriminator")
+
+
+_TABLES = {"Table 2": "PAPER_TABLE2", "Table 3": "PAPER_TABLE3"}
+
+
+def paper_group_table(table: str = "Table 2") -> pd.DataFrame:
+    """A published group R² table as a DataFrame: checkpoints × T.
+
+    Parameters
+    ----------
+    table : {"Table 2", "Table 3"}
+        Table 2: Wikipedia + BooksCorpus (Sec. 4); Table 3: Wikicorpus (Appendix B).
+
+    Returns
+    -------
+    DataFrame of shape (12, 6)
+        Index the checkpoints, columns ``PAPER_SEQ_LENS``.
+    """
+    if table not in _TABLES:
+        raise ValueError(f"`table` must be one of {list(_TABLES)}, got {table!r}")
+    values = globals()[_TABLES[table]]
+    return pd.DataFrame(values, index=list(PAPER_SEQ_LENS)).T.rename_axis(
+        index="checkpoint", columns="T"
+    )
+
+
+def paper_ranks(table: str = "Table 2") -> pd.DataFrame:
+    """Each checkpoint's rank by group R² per T in a published table, 1 = the lowest.
+
+    Rank 1 is the model *least* linearly dependent on the others. Ties (equal to the 4
+    printed decimals, e.g. ELECTRA and M-BERT at T = 32 in Table 2) share the best rank.
+
+    Returns
+    -------
+    DataFrame of int, shape (12, 6)
+        Index the checkpoints, columns ``PAPER_SEQ_LENS``.
+    """
+    return paper_group_table(table).rank(axis=0, method="min").astype(int)
+
+
+def paper_seq_lens_where_lowest(checkpoint: str, k: int = 2, table: str = "Table 2") -> list[int]:
+    """The T at which the paper's own table puts ``checkpoint`` among the ``k`` lowest R².
+
+    The paper states that "for XLNet and ELECTRA, R² is lower compared to other LMs
+    (especially for shorter sequences)" (Sec. 4.2): in Table 2 ELECTRA is 2nd lowest at
+    T = 16 and 32 but 6th of 12 at T = 512, so a check of that claim belongs at the T
+    this returns, not at the largest T.
+
+    Parameters
+    ----------
+    checkpoint : str
+        A checkpoint of ``PAPER_CHECKPOINTS`` (or the paper's name for it, e.g. "ELECTRA").
+    k : int, default=2
+    table : {"Table 2", "Table 3"}
+
+    Returns
+    -------
+    list of int
+        Sorted; empty when the table never ranks it that low.
+    """
+    checkpoint = PAPER_CHECKPOINTS.get(checkpoint, checkpoint)
+    ranks = paper_ranks(table)
+    if checkpoint not in ranks.index:
+        raise KeyError(f"{checkpoint!r} is not one of the paper's checkpoints: {list(ranks.index)}")
+    if int(k) < 1:
+        raise ValueError(f"`k` must be >= 1, got {k!r}")
+    row = ranks.loc[checkpoint]
+    return [int(T) for T in row.index if row[T] <= k]

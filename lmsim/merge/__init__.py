@@ -1,4 +1,5 @@
-"""Dataless merging of fine-tuned language models: RegMean, Fisher and simple averaging.
+"""Dataless merging of fine-tuned language models: RegMean, Fisher and simple averaging,
+and the task-vector merges (task arithmetic, TIES, DARE) users of other merging libraries expect.
 
 RegMean (Jin et al. 2023) merges linear layers by the closed-form solution of a regression
 problem: the merged weight is the one whose outputs are closest, in least squares, to each
@@ -33,6 +34,10 @@ Design decisions
       saw (models fine-tuned on longer texts would otherwise dominate). ``reduction="sum"``
       gives the literal ``X_iᵀX_i`` of Eq. 1, the pooled least-squares solution, which
       weighs each model by its token count. :func:`regmean_linear` uses what it is given.
+    * **Grams come from float32 forward passes on every device** (:func:`collect_grams`
+      autocasts to bfloat16 or float16 only when ``dtype`` names it) and are summed in
+      float64; :func:`collect_fishers` runs the model in its own precision, without
+      autocast, and sums the squares in float64.
     * **Padding is excluded by default**; ``paper_compat_padding=True`` averages over all
       positions, padding included, as the released code does.
     * **Singular sums.** When ``Σ G̃_i`` is not numerically positive definite (Cholesky
@@ -55,16 +60,21 @@ Design decisions
 
 Modules
     ``_algebra`` (RegMean's regularisation, solve and accumulator; simple and Fisher
-    averages), ``_models`` (:func:`merge_models`, :class:`MergeReport`), ``_paramwise``
-    (the parameter-wise methods' combiners: add a new method there), ``_grams`` and
-    ``_fisher`` (collecting the statistics), ``_files`` (their safetensors files),
-    ``_ensemble`` (the logit-ensemble baseline).
+    averages), ``_taskvectors`` (task arithmetic, TIES and DARE on arrays), ``_models``
+    (:func:`merge_models`), ``_report`` (:class:`MergeReport`), ``_paramwise`` (the
+    parameter-wise methods' combiners: add a new method there), ``_grams`` and ``_fisher``
+    (collecting the statistics), ``_files`` (their safetensors files), ``_ensemble`` (the logit-ensemble
+    baseline), ``_released`` (the released code's α per task family), ``_exactness``
+    (float32 solves against the float64 one, per layer).
 
 References
 ----------
 Jin, Ren, Preotiuc-Pietro & Cheng (2023). Dataless Knowledge Fusion by Merging Weights of
 Language Models. ICLR. Eq. 1-2, Algorithm 1, App. A (Eq. 4, 8, 9), App. C (Table 8).
 Matena & Raffel (2022). Merging Models with Fisher-Weighted Averaging. NeurIPS.
+Ilharco et al. (2023). Editing Models with Task Arithmetic. ICLR.
+Yadav et al. (2023). TIES-Merging: Resolving Interference When Merging Models. NeurIPS.
+Yu et al. (2024). Language Models are Super Mario (DARE). ICML.
 """
 
 from lmsim.merge._algebra import (
@@ -76,12 +86,24 @@ from lmsim.merge._algebra import (
     simple_average,
 )
 from lmsim.merge._ensemble import ensemble_logits
+from lmsim.merge._exactness import linear_weights, regmean_exactness
 from lmsim.merge._files import load_fishers, load_grams, load_metadata, save_fishers, save_grams
 from lmsim.merge._fisher import FISHER_LABELS as FISHER_LABELS
 from lmsim.merge._fisher import collect_fishers
 from lmsim.merge._grams import collect_grams, grams_from_moments
 from lmsim.merge._models import METHODS as METHODS
-from lmsim.merge._models import MergeReport, linear_layers, merge_models
+from lmsim.merge._models import linear_layers, merge_models
+from lmsim.merge._released import RELEASED_ALPHA, ReleasedAlpha, released_alpha
+from lmsim.merge._report import MergeReport
+from lmsim.merge._taskvectors import (
+    TRIM_SCOPES,
+    dare,
+    dare_generator,
+    dare_keep_mask,
+    task_arithmetic,
+    ties_merging,
+    trim_threshold,
+)
 
 __all__ = [
     "SingularGramWarning",
@@ -89,6 +111,13 @@ __all__ = [
     "regmean_linear",
     "simple_average",
     "fisher_average",
+    "task_arithmetic",
+    "ties_merging",
+    "dare",
+    "trim_threshold",
+    "dare_generator",
+    "dare_keep_mask",
+    "TRIM_SCOPES",
     "RegMeanAccumulator",
     "MergeReport",
     "linear_layers",
@@ -102,4 +131,9 @@ __all__ = [
     "load_fishers",
     "load_metadata",
     "ensemble_logits",
+    "regmean_exactness",
+    "linear_weights",
+    "released_alpha",
+    "RELEASED_ALPHA",
+    "ReleasedAlpha",
 ]

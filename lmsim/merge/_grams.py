@@ -37,6 +37,25 @@ def grams_from_moments(moms: Mapping, reduction: str = "mean") -> dict[str, torc
     return out
 
 
+def gram_dtype(dtype=None):
+    """The forward precision of :func:`collect_grams`: float32 unless a dtype is named.
+
+    :func:`lmsim.extract.extract_linear_grams` (like every extraction) autocasts to bfloat16
+    on CUDA when ``dtype`` is None; RegMean's Grams feed an exact float64 solve, so they are
+    collected in float32 on every device and a 16-bit autocast runs only when asked for.
+
+    Parameters
+    ----------
+    dtype : str, torch.dtype or None
+
+    Returns
+    -------
+    str or torch.dtype
+        ``"float32"`` for None, else ``dtype`` unchanged.
+    """
+    return "float32" if dtype is None or dtype == "auto" else dtype
+
+
 def collect_grams(
     model: nn.Module,
     tokenizer,
@@ -66,9 +85,16 @@ def collect_grams(
     reduction : {"mean", "sum"}, default="mean"
         See :func:`grams_from_moments`.
     paper_compat_padding : bool, default=False
-        False: real tokens only. True: every position, padding included, padded to
-        ``max_length`` when given (the authors' code).
-    batch_size, max_length, device, dtype, progress
+        False: real tokens only. True: every position, padding included, of batches of
+        ``batch_size`` texts in the given order, each padded to its longest text, as the
+        released code collects them (``local_trainer.compute_grams`` over its padded train
+        batches; 16 texts a batch in its configs).
+    dtype : str or torch.dtype, optional
+        Precision of the forward pass. None: float32 on every device, so that the float64
+        RegMean solve runs on Grams of float32 activations (the sums are float64 either
+        way). ``"bfloat16"`` or ``"float16"`` asks for an autocast explicitly (faster on GPUs,
+        Grams accurate to about 3 significant digits).
+    batch_size, max_length, device, progress
         As in :func:`lmsim.extract.extract_linear_grams`.
 
     Returns
@@ -90,7 +116,7 @@ def collect_grams(
         batch_size=batch_size,
         max_length=max_length,
         device=device,
-        dtype=dtype,
+        dtype=gram_dtype(dtype),
         paper_compat_padding=paper_compat_padding,
         progress=progress,
     )

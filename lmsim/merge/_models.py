@@ -1,5 +1,6 @@
 """Model-level merges: :func:`merge_models` over Hugging Face models of one architecture,
-and the :class:`MergeReport` that names how each parameter was merged.
+with the :class:`lmsim.merge.MergeReport` (``_report``) that names how each parameter was
+merged.
 
 Linear weights go to RegMean (:class:`lmsim.merge.RegMeanAccumulator`); every other
 parameter, and every parameter of a parameter-wise method, to that method's combiner in
@@ -17,7 +18,6 @@ import functools
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -25,7 +25,8 @@ from torch import nn
 
 from lmsim.merge._algebra import RegMeanAccumulator, _check_alpha
 from lmsim.merge._files import load_fishers, load_grams
-from lmsim.merge._paramwise import PARAMWISE, MergeOptions
+from lmsim.merge._paramwise import OPTIONS, PARAMWISE, MergeOptions
+from lmsim.merge._report import MergeReport
 
 METHODS = ("regmean", *PARAMWISE)
 # Config fields that legitimately differ between fine-tuned copies of one architecture.
@@ -64,63 +65,6 @@ def linear_layers(model: nn.Module) -> dict[str, tuple[nn.Module, bool]]:
         elif Conv1D and isinstance(module, Conv1D):
             out[name] = (module, True)
     return out
-
-
-@dataclass
-class MergeReport:
-    """How each parameter of a merged model was obtained.
-
-    Attributes
-    ----------
-    method : str
-        ``"regmean"``, ``"simple"`` or ``"fisher"``: the method asked for.
-    n_models : int
-    entries : dict of str to (how, note)
-        Every name of ``model.named_parameters(remove_duplicate=False)``. ``how`` is one of
-        ``"regmean"``, ``"simple"``, ``"fisher"``, ``"kept"`` (first model's value, not
-        merged) or ``"tied"`` (an alias of another parameter, merged once under that name);
-        ``note`` says why.
-    """
-
-    method: str
-    n_models: int = 0
-    entries: dict[str, tuple[str, str]] = field(default_factory=dict)
-
-    def counts(self) -> dict[str, int]:
-        """Number of parameters per ``how``."""
-        out: dict[str, int] = {}
-        for how, _ in self.entries.values():
-            out[how] = out.get(how, 0) + 1
-        return out
-
-    def names(self, how: str) -> list[str]:
-        """Parameter names merged by ``how``."""
-        return [k for k, (h, _) in self.entries.items() if h == how]
-
-    def to_frame(self):
-        """A ``pandas.DataFrame`` with columns ``parameter``, ``how``, ``note``."""
-        import pandas as pd
-
-        return pd.DataFrame(
-            [(k, h, n) for k, (h, n) in self.entries.items()],
-            columns=["parameter", "how", "note"],
-        )
-
-    def check_complete(self, model: nn.Module) -> None:
-        """Raise ``ValueError`` unless every parameter name of ``model`` is accounted for."""
-        names = [n for n, _ in model.named_parameters(remove_duplicate=False)]
-        missing = [n for n in names if n not in self.entries]
-        extra = [n for n in self.entries if n not in set(names)]
-        if missing or extra:
-            raise ValueError(f"report does not match the model: missing {missing}, extra {extra}")
-
-    def __str__(self) -> str:
-        counts = ", ".join(f"{v} {k}" for k, v in sorted(self.counts().items()))
-        lines = [f"{self.method} merge of {self.n_models} models: {counts}"]
-        for name, (how, note) in self.entries.items():
-            if how in ("kept", "tied") or note:
-                lines.append(f"  {name}: {how}" + (f" ({note})" if note else ""))
-        return "\n".join(lines)
 
 
 def _resolve(item):
@@ -185,8 +129,16 @@ def merge_models(
     ridge: float = 1e-8,
     device: str | torch.device = "cpu",
     product_dtype: str = "float64",
+    base=None,
+    scaling: float = 1.0,
+    density: float = 0.2,
+    trim: str = "model",
+    drop_rate: float = 0.9,
+    seed: int = 0,
+    head_rows: Sequence[Sequence[int]] | None = None,
+    head_weight: str = r"^classifier(\.out_proj)?\.weight$",
 ) -> tuple[nn.Module, MergeReport]:
-    """Merge models of one architecture by RegMean, Fisher or simple averaging.
+    """Merge models of one architecture by RegMean, Fisher, simple averaging or task vectors.
 
     Models are visited one at a time: with ``models`` (and ``grams``/``fishers``) given
     as zero-arg callables that load them, memory is one model plus the float64 sums,
@@ -206,7 +158,9 @@ def merge_models(
     fishers : iterable of dict, path or callable, optional
         Per model, ``{parameter_name: diagonal Fisher}`` (:func:`collect_fishers`).
         Required for ``method="fisher"``.
-    method : {"regmean", "simple", "fisher"}, default="regmean"
+    method : {"regmean", "simple", "fisher", "task_arithmetic", "ties", "dare"}, default="regmean"
+        The last three (beyond Jin et al.) merge task vectors ``θ_i − θ_0`` against
+        ``base`` (:func:`task_arithmetic`, :func:`ties_merging`, :func:`dare`).
     alpha : float in [0, 1], default=0.9
         RegMean's off-diagonal scale (the paper's default, 0.1 for T5).
     diag_constant : float, default=0.0
@@ -225,6 +179,33 @@ def merge_models(
     product_dtype : {"float64", "float32"}, default="float64"
         Precision of RegMean's ``G̃_i W_iᵀ`` products, most of a merge's FLOPs; the sums
         and solves stay float64 (see :class:`RegMeanAccumulator` for the accuracy cost).
+    base : nn.Module, zero-arg callable or dict of str to Tensor, optional
+        The pretrained model the models were fine-tuned from, in their class (so that its
+        parameter names and shapes match, the head included: the head the models started
+        from), or its ``{name: tensor}``. Required by the task-vector methods.
+    scaling : float, default=1.0
+        ``λ`` of the task-vector methods (``1/K`` makes task arithmetic the simple average).
+    density : float in (0, 1], default=0.2
+        TIES's kept fraction of each task vector (the paper's ``k`` = 20 %).
+    trim : {"model", "parameter"}, default="model"
+        Where TIES takes its magnitude threshold: over each model's whole task vector (the
+        TIES reference code, FusionBench) or per parameter (mergekit); see
+        :func:`trim_threshold`.
+    drop_rate : float in [0, 1), default=0.9
+        DARE's drop probability ``p`` (the paper: 0.9).
+    seed : int, default=0
+        DARE's masks (:func:`dare_generator`: per seed, model index and parameter name).
+    head_rows : sequence of sequences of int, optional
+        Per model, the label ids (rows of the head weight) its training data annotates. The
+        head weight (``head_weight``) is then merged row by row over the models trained on
+        that label, whatever ``method`` is: the released code's head merge for emotion
+        classification (``avg_merger.py``, ``avg_merge_multilabel_classification_heads``,
+        applied under simple averaging and RegMean, not Fisher). The head's bias follows
+        ``method``, as there.
+    head_weight : regex, default=r"^classifier(\\.out_proj)?\\.weight$"
+        The head weight ``head_rows`` applies to (``re.search``; one parameter must match).
+        The default matches the released code's ``multilabel_head_params``
+        (``classifier.out_proj.weight`` of RoBERTa, ``classifier.weight`` of BERT and DeBERTa).
 
     Returns
     -------
@@ -244,20 +225,39 @@ def merge_models(
       counts) are kept from the first model and reported as ``"kept"``.
     * A weight tied to another parameter (an LM head tied to the embeddings) is simply
       averaged once and its alias reported as ``"tied"``.
+    * The task-vector methods merge every parameter (linear weights included) from its
+      task vectors; a parameter the base lacks raises ``KeyError`` (``exclude`` it).
 
     References
     ----------
-    Jin et al. (2023), Algorithm 1; Matena & Raffel (2022).
+    Jin et al. (2023), Algorithm 1; Matena & Raffel (2022); Ilharco et al. (2023); Yadav
+    et al. (2023); Yu et al. (2024).
     """
     given = {"grams": grams, "fishers": fishers}
     _check_sequences(models, given)
     regexes = _check_arguments(method, missing_gram, alpha, diag_constant, given, exclude)
+    if method != "regmean" and PARAMWISE[method].needs_base and base is None:
+        raise ValueError(
+            f"method={method!r} merges task vectors θ_i − θ_0 and needs `base`, the pretrained "
+            "model the models were fine-tuned from (in their class); or use method='simple'"
+        )
+    head = _check_head(head_rows, head_weight)
     device = torch.device(device)
     statistics = _statistics(method, given)
     acc = RegMeanAccumulator(
         alpha, diag_constant, ridge, device=device, product_dtype=product_dtype
     )
-    run = _ModelMerge(method, regexes, missing_gram, acc, MergeOptions(device, fisher_eps))
+    options = MergeOptions(
+        device,
+        fisher_eps,
+        base=_base_parameters(base) if base is not None else None,
+        scaling=scaling,
+        density=density,
+        trim=trim,
+        drop_rate=drop_rate,
+        seed=seed,
+    )
+    run = _ModelMerge(method, regexes, missing_gram, acc, options, head)
     for i, item in enumerate(models):
         run.add(i, item, statistics)
     run.check_counts(statistics)
@@ -278,6 +278,35 @@ def _check_sequences(models, given: Mapping) -> None:
                 f"`{what}` must be a list with one entry per model, got a single "
                 f"{type(value).__name__}; pass [{what}_a, {what}_b] in the order of `models`"
             )
+
+
+def _base_parameters(base) -> Mapping:
+    """``{name: tensor}`` of ``base`` (a module, a zero-arg callable returning one, a dict)."""
+    base = _resolve(base)
+    if isinstance(base, nn.Module):
+        return dict(base.named_parameters())
+    if isinstance(base, Mapping):
+        return base
+    raise TypeError(
+        "`base` must be an nn.Module, a zero-arg callable returning one, or a dict of "
+        f"tensors, got {type(base).__name__}"
+    )
+
+
+def _check_head(head_rows, head_weight: str) -> tuple[list, re.Pattern] | None:
+    """``(head_rows as lists, compiled head_weight)``, or None without ``head_rows``."""
+    if head_rows is None:
+        return None
+    if isinstance(head_rows, (str, bytes)) or not isinstance(head_rows, Sequence):
+        raise TypeError(
+            "`head_rows` must be a sequence with one list of label ids per model, got "
+            f"{type(head_rows).__name__}"
+        )
+    try:
+        pattern = re.compile(head_weight)
+    except re.error as err:
+        raise ValueError(f"`head_weight` is an invalid regex: {err}") from err
+    return [list(rows) for rows in head_rows], pattern
 
 
 def _needed_statistics(method: str) -> str | None:
@@ -322,10 +351,16 @@ class _ModelMerge:
     values into model 0.
     """
 
-    def __init__(self, method, regexes, missing_gram, acc, options: MergeOptions):
+    def __init__(self, method, regexes, missing_gram, acc, options: MergeOptions, head=None):
         self.method, self.regexes, self.missing_gram = method, regexes, missing_gram
         self.acc = acc
-        self.combiners = {how: combiner(options) for how, combiner in PARAMWISE.items()}
+        self.head = head  # (head_rows, head_weight pattern) or None
+        combiners = {**PARAMWISE, **OPTIONS}
+        self.combiners = {
+            how: combiner(options)
+            for how, combiner in combiners.items()
+            if how in (method, "simple", "masked")  # a method, its fallback, the head option
+        }
         self.first: nn.Module | None = None
         self.plan: dict[str, tuple[str, str]] = {}
         self.shapes: dict[str, tuple[int, ...]] = {}
@@ -347,10 +382,27 @@ class _ModelMerge:
             # caller's model is copied, never modified.
             self.first = copy.deepcopy(model) if model is item else model
             self.plan, self.regmean_layers = _plan(model, self.method, self.regexes)
+            if self.head is not None:
+                _plan_head(self.plan, self.regmean_layers, self.head[1])
             self.shapes = {k: tuple(p.shape) for k, p in params.items()}
         else:
             _check_compatible(self.first, model, i, self.shapes, params)
         stats = _next_statistics(statistics, model, i)
+        if self.head is not None:
+            if i >= len(self.head[0]):
+                raise ValueError(
+                    f"`head_rows` has {len(self.head[0])} entries, fewer than `models`; pass "
+                    "one list of label ids per model"
+                )
+            stats["head_rows"] = self.head[0][i]
+        for how, combiner in self.combiners.items():
+            if hasattr(combiner, "start_model"):
+                mine = {
+                    k: p
+                    for k, p in params.items()
+                    if self.plan[k][0] == how and self.shapes[k] == tuple(p.shape)
+                }
+                combiner.start_model(i, mine)
         for pname, p in params.items():
             self._add_parameter(i, pname, p, stats)
         self.acc.next_model()
@@ -405,6 +457,11 @@ class _ModelMerge:
                 raise ValueError(
                     f"`{what}` has more entries than `models` ({self.n}); pass one per model"
                 )
+        if self.head is not None and len(self.head[0]) != self.n:
+            raise ValueError(
+                f"`head_rows` has {len(self.head[0])} entries but `models` {self.n}; pass one "
+                "list of label ids per model"
+            )
 
     def write_merged(self) -> None:
         """Solve or average each merged parameter into model 0, in its dtype and device."""
@@ -461,6 +518,24 @@ def _plan(model: nn.Module, method: str, regexes) -> tuple[dict, dict]:
         else:
             plan[pname] = ("simple", "")
     return plan, regmean_layers
+
+
+def _plan_head(plan: dict, regmean_layers: dict, pattern: re.Pattern) -> None:
+    """Give the one head weight matching ``pattern`` to the masked row average."""
+    matches = [p for p, (how, _) in plan.items() if pattern.search(p)]
+    if len(matches) != 1:
+        raise ValueError(
+            f"`head_weight` {pattern.pattern!r} must match exactly one parameter, matched "
+            f"{matches[:5]}; name the head weight (e.g. r'^classifier\\.out_proj\\.weight$')"
+        )
+    (name,) = matches
+    if plan[name][0] == "kept":
+        raise ValueError(
+            f"the head weight {name!r} is excluded from the merge ({plan[name][1]}); drop it "
+            "from `exclude` or do not pass `head_rows`"
+        )
+    plan[name] = ("masked", "rows averaged over the models trained on each label (head_rows)")
+    regmean_layers.pop(name, None)
 
 
 def _check_compatible(first: nn.Module, model: nn.Module, i: int, shapes, params) -> None:

@@ -11,6 +11,7 @@ from lmsim.metrics.attention import (
     attnsim,
     distattn_sim,
     distributed_attention_features,
+    paper_attention_features,
 )
 from lmsim.metrics.cca import pwcca, svcca
 from lmsim.metrics.cka import debiased_cka, linear_cka, rbf_cka
@@ -31,6 +32,7 @@ __all__ = [
     "pairwise_attention",
     "pairwise_matrix",
     "pairwise_matrix_raw",
+    "paper_attention_features",
     "pwcca",
     "rbf_cka",
     "svcca",

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from lmsim.metrics._linalg import as_float64
-from lmsim.metrics.cca import pwcca, svcca
+from lmsim.metrics.cca import pwcca, pwcca_both, svcca
 from lmsim.metrics.cka import linear_cka
 
 __all__ = [
@@ -28,6 +28,7 @@ __all__ = [
     "attnsim",
     "distattn_sim",
     "distributed_attention_features",
+    "paper_attention_features",
 ]
 
 KINDS = ("frobenius", "pearson", "jensen_shannon")
@@ -233,8 +234,74 @@ def distributed_attention_features(A_list, causal: bool = False):
     return feats if isinstance(A_list[0], torch.Tensor) else feats.cpu().numpy()
 
 
+def _ar_masked(a: torch.Tensor) -> torch.Tensor:
+    # The authors' `load_attentions(..., ar_mask=True)`: keep key ≤ query and renormalise
+    # each row (np.tril, then divide by the row sum), for every model alike.
+    low = torch.tril(a)
+    sums = low.sum(dim=-1, keepdim=True)
+    if bool((sums <= 0).any()):
+        raise ValueError(
+            "`ar_mask=True`: a query row has no weight on keys ≤ query, so it cannot be "
+            "renormalised; pass post-softmax attention"
+        )
+    return low / sums
+
+
+def paper_attention_features(A_list, ar_mask: bool = True):
+    """Attention as a representation the way Wu et al.'s released code builds it.
+
+    Each sentence's ``(n_heads, n_words, n_words)`` attention becomes ``n_words²`` rows
+    (queries row-major, every key) of ``n_heads`` features, sentences concatenated. With
+    ``ar_mask`` (the ``--ar_mask`` flag of their last attention run, whose files cover
+    BERT, GPT-2, XLNet and RoBERTa), every model's attention is first cut to keys ≤ query
+    and each row renormalised to sum to 1, bidirectional models included. Their
+    ``ReprCorr`` then keeps the rows where every head of the *first* model of the run is
+    non-zero (see :func:`distattn_sim`); this function returns all rows.
+
+    Parameters
+    ----------
+    A_list : list of ndarray or Tensor of shape (n_heads, n_words_s, n_words_s)
+    ar_mask : bool, default=True
+
+    Returns
+    -------
+    Tensor of shape (Σ_s n_words_s², n_heads)
+        float64, on the input's device.
+
+    References
+    ----------
+    Wu et al. (2020), Sec. 3.5; johnmwu/contextual-corr-analysis,
+    ``attention_corr_methods.py`` (``load_attentions``, ``ReprCorr``) and
+    ``slurm/mk_attn_results6-helper.sh`` (``--ar_mask``).
+    """
+    a_list = _check_attention(A_list, "A_list")
+    if ar_mask:
+        a_list = [_ar_masked(a) for a in a_list]
+    return torch.cat([a.flatten(1).T for a in a_list], dim=0)
+
+
+def nonzero_rows(features: torch.Tensor) -> torch.Tensor:
+    """Boolean mask of the rows in which every head is non-zero (the authors' ``unmask_ix``).
+
+    Parameters
+    ----------
+    features : Tensor of shape (n_pairs, n_heads)
+
+    Returns
+    -------
+    Tensor of shape (n_pairs,), bool
+    """
+    return (features != 0).all(dim=1)
+
+
 def distattn_sim(
-    A_list, B_list, metric: str = "cka", causal: bool | tuple[bool, bool] = False
+    A_list,
+    B_list,
+    metric: str = "cka",
+    causal: bool | tuple[bool, bool] = False,
+    *,
+    paper_compat: bool = False,
+    ar_mask: bool = True,
 ) -> float:
     """Distributed attention similarity: CKA / SVCCA / PWCCA of head features over pairs.
 
@@ -243,10 +310,20 @@ def distattn_sim(
     A_list : list of ndarray or Tensor of shape (n_heads_l, n_words_s, n_words_s)
     B_list : list of ndarray or Tensor of shape (n_heads_lp, n_words_s, n_words_s)
     metric : {"cka", "svcca", "pwcca"}
-        Linear CKA, textbook SVCCA, or textbook PWCCA (directional A → B).
+        Linear CKA, SVCCA, or PWCCA (directional A → B).
     causal : bool or (bool, bool), default=False
         Whether the model of ``A_list`` (and of ``B_list``) is causal. If either is, only
-        the (query, key ≤ query) pairs, valid for both, are used.
+        the (query, key ≤ query) pairs, valid for both, are used. Textbook form only.
+    paper_compat : bool, default=False
+        The authors' ``AttnCCA`` / ``AttnLinCKA``: features from
+        :func:`paper_attention_features` (``ar_mask``), the rows where every head of
+        ``A_list`` is non-zero (their mask comes from the first model of the run: pass it
+        as ``A_list``; with ``ar_mask`` every model gives the same mask, keys ≤ query), and
+        the paper-compatible SVCCA / PWCCA (z-scored heads, their truncation,
+        ``svcca(..., paper_compat=True)``). Their CKA only centres: it equals linear CKA.
+    ar_mask : bool, default=True
+        With ``paper_compat``: cut every model's attention to keys ≤ query and renormalise
+        (their final attention run); ``False`` is their earlier run on raw attention.
 
     Returns
     -------
@@ -254,11 +331,51 @@ def distattn_sim(
 
     References
     ----------
-    Wu et al. (2020), Sec. 3.4.
+    Wu et al. (2020), Sec. 3.5; johnmwu/contextual-corr-analysis,
+    ``attention_corr_methods.py`` (``AttnCCA``, ``AttnLinCKA``).
     """
     fns = {"cka": linear_cka, "svcca": svcca, "pwcca": pwcca}
     if metric not in fns:
         raise ValueError(f"unknown `metric` {metric!r}; choose one of {sorted(fns)}")
     causal_any = any(causal) if isinstance(causal, tuple | list) else bool(causal)
     a_list, b_list = _check_two(A_list, B_list)
-    return fns[metric](_features(a_list, causal_any), _features(b_list, causal_any))
+    if not paper_compat:
+        return fns[metric](_features(a_list, causal_any), _features(b_list, causal_any))
+    if causal_any:
+        raise ValueError(
+            "`causal` selects the textbook mask; with `paper_compat=True` the authors' "
+            "`ar_mask` decides which pairs count: drop `causal`"
+        )
+    fa = paper_attention_features(a_list, ar_mask)
+    fb = paper_attention_features(b_list, ar_mask)
+    return paper_distattn_pair(fa, fb, nonzero_rows(fa), metric)
+
+
+def paper_distattn_pair(fa, fb, keep, metric: str) -> float | tuple[float, float]:
+    """The authors' distributed attention measure of two feature matrices on masked rows.
+
+    Parameters
+    ----------
+    fa, fb : Tensor of shape (n_pairs, n_heads_a), (n_pairs, n_heads_b)
+        From :func:`paper_attention_features`.
+    keep : Tensor of shape (n_pairs,), bool
+        Rows to use (:func:`nonzero_rows` of the run's first model).
+    metric : {"cka", "svcca", "pwcca", "pwcca_both"}
+        ``"pwcca_both"`` returns ``(pwsim(a → b), pwsim(b → a))`` from one decomposition.
+
+    Returns
+    -------
+    float or (float, float)
+    """
+    fa, fb = fa[keep], fb[keep]
+    if metric == "cka":
+        return linear_cka(fa, fb)
+    if metric == "svcca":
+        return svcca(fa, fb, paper_compat=True)
+    if metric == "pwcca":
+        return pwcca(fa, fb, paper_compat=True)
+    if metric == "pwcca_both":
+        return pwcca_both(fa, fb, paper_compat=True)
+    raise ValueError(
+        f"unknown `metric` {metric!r}; choose one of ['cka', 'svcca', 'pwcca', 'pwcca_both']"
+    )

@@ -16,11 +16,19 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import torch
 
-from lmsim.metrics._linalg import BlockStats, check_nonzero_block, check_pair, pair_stats
+from lmsim.metrics._linalg import (
+    BlockStats,
+    as_float64,
+    check_nonzero_block,
+    check_pair,
+    pair_stats,
+)
 from lmsim.moments import Moments
 
 __all__ = [
+    "DebiasedCKAStats",
     "debiased_cka",
+    "debiased_cka_matrix",
     "linear_cka",
     "linear_cka_gram_matrix",
     "linear_cka_matrix",
@@ -289,6 +297,177 @@ def debiased_cka(X, Y) -> float:
             )
     hsic_xy = _unbiased_hsic(xc, yc, terms_x, terms_y)
     return float(hsic_xy / torch.sqrt(hsic_xx * hsic_yy))
+
+
+class DebiasedCKAStats:
+    """Streaming statistics for debiased linear CKA between every pair of blocks.
+
+    The unbiased HSIC needs, besides the means and co-moments a :class:`Moments` holds,
+    two fourth-order sums over samples ``i``: with ``y_i = x_i − c`` (a fixed shift ``c``,
+    the first chunk's column means, so large offsets do not cancel; the estimator is
+    translation invariant) and ``q_a(i) = ‖y_i^a‖²`` per block ``a``,
+    ``Q = Σ_i q(i) q(i)ᵀ`` (n_blocks × n_blocks) and ``R = Σ_i y_i q(i)ᵀ``
+    (total width × n_blocks). Then for blocks ``a, b`` with ``G = Σ_i y_i y_iᵀ``,
+    ``s = Σ_i y_i``::
+
+        tr(K̃L̃)  = ‖G_ab‖²_F − Q_ab
+        1ᵀK̃1    = ‖s_a‖² − tr G_aa
+        1ᵀK̃L̃1  = s_aᵀ G_ab s_b − s_aᵀ R_{a,b} − s_bᵀ R_{b,a} + Q_ab
+
+    which is :func:`debiased_cka`'s estimator for all pairs from one pass, at the memory
+    of the joint moments plus ``total width × n_blocks``. One stream: statistics of two
+    accumulators (different shifts) are not merged.
+
+    Parameters
+    ----------
+    dims : mapping of str to int
+        Block name -> width.
+    device : str or torch.device, default="cpu"
+
+    Attributes
+    ----------
+    moments : Moments
+        The joint means and co-moments of the same samples.
+    """
+
+    def __init__(self, dims: Mapping[str, int], device: str | torch.device = "cpu"):
+        self.moments = Moments(dims, device=device)
+        self.names = list(dims)
+        self._shift: dict[str, torch.Tensor] | None = None
+        device = self.moments.device
+        n_blocks = len(self.names)
+        self._q = torch.zeros((n_blocks, n_blocks), dtype=torch.float64, device=device)
+        self._r = torch.zeros(
+            (self.moments.total_dim, n_blocks), dtype=torch.float64, device=device
+        )
+
+    @classmethod
+    def from_arrays(cls, acts: Mapping[str, object], batch_size: int = 4096) -> DebiasedCKAStats:
+        """Statistics of raw activations ``{name: (n_samples, d)}``, in chunks of ``batch_size``."""
+        dims = {name: int(np.shape(x)[1]) for name, x in acts.items()}
+        stats = cls(dims)
+        n = {int(np.shape(x)[0]) for x in acts.values()}
+        if len(n) != 1:
+            raise ValueError(f"all blocks must have the same n_samples, got {sorted(n)}")
+        total = n.pop()
+        for start in range(0, total, batch_size):
+            stats.update({name: x[start : start + batch_size] for name, x in acts.items()})
+        return stats
+
+    @property
+    def n(self) -> int:
+        return self.moments.n
+
+    def update(self, acts: Mapping[str, object]) -> DebiasedCKAStats:
+        """Add a chunk of samples, one array ``(n_chunk, d_name)`` per block (as Moments)."""
+        self.moments.update(acts)  # validates names, shapes and finiteness
+        device = self.moments.device
+        parts = {name: as_float64(acts[name], name).to(device=device) for name in self.names}
+        if next(iter(parts.values())).shape[0] == 0:
+            return self
+        if self._shift is None:
+            self._shift = {name: x.mean(dim=0) for name, x in parts.items()}
+        y = torch.cat([parts[name] - self._shift[name] for name in self.names], dim=1)
+        del parts
+        q = torch.stack(
+            [(y[:, sl] ** 2).sum(dim=1) for sl in self.moments._offsets.values()], dim=1
+        )
+        self._q += q.T @ q
+        self._r += y.T @ q
+        return self
+
+    def _block_terms(self, name: str):
+        mom = self.moments
+        k = self.names.index(name)
+        delta = mom.mean(name) - self._shift[name]
+        sl = mom._offsets[name]
+        return k, sl, delta
+
+    def _gram(self, a, b):
+        mom = self.moments
+        ka, sla, da = a
+        kb, slb, db = b
+        return mom.comoment(self.names[ka], self.names[kb]) + mom.n * torch.outer(da, db)
+
+    def _hsic(self, a, b) -> torch.Tensor:
+        n = self.moments.n
+        ka, sla, da = a
+        kb, slb, db = b
+        g_ab = self._gram(a, b)
+        s_a, s_b = n * da, n * db
+        q_ab = self._q[ka, kb]
+        trace = (g_ab * g_ab).sum() - q_ab
+        total_a = s_a @ s_a - self._gram(a, a).diagonal().sum()
+        total_b = s_b @ s_b - self._gram(b, b).diagonal().sum()
+        rows = s_a @ g_ab @ s_b - s_a @ self._r[sla, kb] - s_b @ self._r[slb, ka] + q_ab
+        value = trace + total_a * total_b / ((n - 1) * (n - 2)) - 2.0 / (n - 2) * rows
+        return value / (n * (n - 3))
+
+    def matrix(self, names: Sequence[str] | None = None) -> np.ndarray:
+        """Debiased linear CKA of every pair of ``names`` (default all blocks).
+
+        Returns
+        -------
+        ndarray of shape (len(names), len(names))
+            Symmetric, ones on the diagonal; ``out[i, j] == debiased_cka(X_i, X_j)``.
+        """
+        names = self.names if names is None else list(names)
+        self.moments._check_names(names)
+        if self.n < 4:
+            raise ValueError(
+                f"`debiased_cka` needs at least 4 samples (it divides by n − 3), got {self.n}"
+            )
+        terms = {name: self._block_terms(name) for name in names}
+        self_hsic = {}
+        for name in names:
+            value = self._hsic(terms[name], terms[name])
+            if not float(value) > 0:
+                raise ValueError(
+                    f"`debiased_cka`: the unbiased HSIC of block {name!r} with itself is "
+                    f"{float(value):.3g} (≤ 0), so the similarity is undefined; the block is "
+                    "constant or n_samples is too small — pass more varied samples"
+                )
+            self_hsic[name] = value
+        out = np.empty((len(names), len(names)), dtype=np.float64)
+        for i, a in enumerate(names):
+            out[i, i] = 1.0
+            for j in range(i + 1, len(names)):
+                b = names[j]
+                value = self._hsic(terms[a], terms[b]) / torch.sqrt(self_hsic[a] * self_hsic[b])
+                out[i, j] = out[j, i] = float(value)
+        return out
+
+
+def debiased_cka_matrix(
+    acts: Mapping[str, object], names: Sequence[str] | None = None, batch_size: int = 4096
+) -> np.ndarray:
+    """Debiased linear CKA of every pair of blocks of raw activations, from one pass.
+
+    Parameters
+    ----------
+    acts : mapping of str to array or Tensor of shape (n_samples, d_name)
+        Activations of the same samples per block (e.g. :func:`lmsim.extract.extract_activations`).
+    names : sequence of str, optional
+        Blocks to compare (default: all of ``acts``), in the output's order.
+    batch_size : int, default=4096
+        Rows per chunk of the accumulation.
+
+    Returns
+    -------
+    ndarray of shape (len(names), len(names))
+        ``out[i, j] == debiased_cka(acts[names[i]], acts[names[j]])`` to rounding.
+
+    References
+    ----------
+    Song et al. (2012), Eq. 5; Kornblith et al. (2019), Sec. 3.
+    """
+    names = list(acts) if names is None else list(names)
+    unknown = sorted(set(names) - set(acts))
+    if unknown:
+        raise KeyError(f"unknown blocks {unknown}; available: {list(acts)}")
+    return DebiasedCKAStats.from_arrays({name: acts[name] for name in names}, batch_size).matrix(
+        names
+    )
 
 
 # --------------------------------------------------------------------------- RBF CKA

@@ -17,6 +17,7 @@ from lmsim.blocks import parse_block
 __all__ = [
     "block_means",
     "cross_model_mean",
+    "depth_trend",
     "family_means",
     "layer_table",
     "localization_scores",
@@ -74,28 +75,90 @@ def _zscore(values: np.ndarray, name: str) -> np.ndarray:
     return (values - values.mean()) / std
 
 
+NORMALIZE = ("none", "all", "per_model")
+
+
+def _normalized(values: np.ndarray, normalize: str, models: np.ndarray, name: str) -> np.ndarray:
+    if normalize == "none":
+        return values
+    if normalize == "all":
+        return _zscore(values, name)
+    out = np.empty_like(values)
+    for model in dict.fromkeys(models):
+        rows = models == model
+        if rows.sum() < 2:
+            raise ValueError(
+                f"`normalize='per_model'` z-scores within each model, but model {model!r} has "
+                "one layer; pass at least two layers per model or normalize='all'"
+            )
+        out[rows] = _zscore(values[rows], f"{name} (model {model!r})")
+    return out
+
+
+def _models_of(labels: Sequence, models) -> np.ndarray:
+    if models is not None:
+        models = np.asarray(list(models), dtype=object)
+        if len(models) != len(labels):
+            raise ValueError(f"`models` has {len(models)} entries for {len(labels)} layers")
+        return models
+    try:
+        return np.array([parse_block(label)[0] for label in labels], dtype=object)
+    except ValueError as err:
+        raise ValueError(
+            f"`normalize='per_model'` needs each layer's model: {err}; pass `models=` (one "
+            "model name per layer) or block names as `layer_labels`"
+        ) from None
+
+
 def localization_scores(
-    neuronsim_matrix, svsim_matrix, layer_labels: Sequence[str] | None = None, direction="from"
+    neuronsim_matrix,
+    svsim_matrix,
+    layer_labels: Sequence[str] | None = None,
+    direction: str = "to",
+    normalize: str | None = None,
+    *,
+    paper_compat: bool = False,
+    models: Sequence[str] | None = None,
 ) -> pd.Series:
     """Localization score of every layer of every model.
 
-    ``score_i = z(mean_{j≠i} neuronsim[i, j]) − z(mean_{j≠i} svsim[i, j])`` where ``z``
-    standardises over all layers of all models (ddof=1). Positive: the layer shares
-    individual neurons with other layers more than its overall subspace similarity would
-    predict (localized information).
+    ``score_L = f(mean_{X≠L} neuronsim[X, L]) − f(mean_{X≠L} svsim[X, L])``: each layer's
+    mean similarity *from* the other layers (the heatmap's column mean, the paper's
+    "column-wise mean"), localized minus distributed. ``f`` is the normalisation: the
+    paper's text subtracts the raw means (``normalize="none"``, the default); the authors'
+    analysis notebooks z-score each mean over all layers of all models first, pandas
+    ``std`` with ddof=1 (``normalize="all"``, ``paper_compat=True``). Z-scoring across
+    models of very different widths makes the score mostly a function of width (wider
+    layers have lower neuronsim and higher svsim), so ``normalize="per_model"`` z-scores
+    within each model instead. Positive: the layer shares individual neurons with other
+    layers more than its overall subspace similarity would predict (localized
+    information).
 
     Parameters
     ----------
     neuronsim_matrix : array or DataFrame of shape (n_layers, n_layers)
-        ``neuronsim(layer_i → layer_j)`` over all layers of all models.
+        ``neuronsim_matrix[i, j] = neuronsim(layer_i → layer_j)`` over all layers of all
+        models; the diagonal is ignored.
     svsim_matrix : array or DataFrame of shape (n_layers, n_layers)
-        SVCCA similarity, same layer order.
+        SVCCA similarity, same layer order (the authors use their own SVCCA:
+        ``svcca(..., paper_compat=True)``).
     layer_labels : sequence of str, optional
         One label per layer (e.g. ``"bert/layer.3"``); default the DataFrame index of
         ``neuronsim_matrix``, else ``0..n_layers-1``.
-    direction : {"from", "to"}, default="from"
-        Average a layer's row (its similarity to the others) or its column; identical for
-        the symmetric svsim.
+    direction : {"to", "from"}, default="to"
+        ``"to"``: mean over the other layers X of ``sim(X → L)``, column L (the paper and
+        the authors' code); ``"from"``: mean over X of ``sim(L → X)``, row L (this
+        library's form before the authors' notebooks were checked). Identical for the
+        symmetric svsim.
+    normalize : {"none", "all", "per_model"}, optional
+        Default ``"none"``, or ``"all"`` with ``paper_compat=True``.
+    paper_compat : bool, default=False
+        The authors' analysis notebooks (``analysis-8/14/16``, ``analysis-fine-*``):
+        column means, z-scored over all layers (ddof=1). ``direction`` and ``normalize``
+        must then be left at ``"to"`` and ``None``/``"all"``.
+    models : sequence of str, optional
+        The model of each layer, for ``normalize="per_model"``; default parsed from block
+        names ``"{model}/layer.{i}"`` in ``layer_labels``.
 
     Returns
     -------
@@ -104,8 +167,22 @@ def localization_scores(
 
     References
     ----------
-    Wu et al. (2020), Sec. 5.1, Fig. 3.
+    Wu et al. (2020), Sec. 5.1, Fig. 3; johnmwu/contextual-corr-analysis,
+    ``analysis/analysis-8.ipynb`` (the localization cell).
     """
+    if direction not in ("from", "to"):
+        raise ValueError(f"`direction` must be 'to' or 'from', got {direction!r}")
+    if paper_compat:
+        if direction != "to" or normalize not in (None, "all"):
+            raise ValueError(
+                "`paper_compat=True` is the authors' column mean z-scored over all layers; "
+                f"got direction={direction!r}, normalize={normalize!r}: leave them at their "
+                "defaults or drop paper_compat"
+            )
+        normalize = "all"
+    normalize = "none" if normalize is None else normalize
+    if normalize not in NORMALIZE:
+        raise ValueError(f"`normalize` must be one of {list(NORMALIZE)}, got {normalize!r}")
     if layer_labels is None and isinstance(neuronsim_matrix, pd.DataFrame):
         layer_labels = list(neuronsim_matrix.index)
     neuron = _as_square(neuronsim_matrix, "neuronsim_matrix")
@@ -121,9 +198,9 @@ def localization_scores(
         raise ValueError(
             f"`layer_labels` has {len(layer_labels)} labels for {neuron.shape[0]} layers"
         )
-    score = _zscore(mean_to_others(neuron, direction), "neuronsim") - _zscore(
-        mean_to_others(sv, direction), "svsim"
-    )
+    owner = _models_of(layer_labels, models) if normalize == "per_model" else None
+    score = _normalized(mean_to_others(neuron, direction), normalize, owner, "neuronsim")
+    score = score - _normalized(mean_to_others(sv, direction), normalize, owner, "svsim")
     return pd.Series(score, index=list(layer_labels), name="localization")
 
 
@@ -254,3 +331,41 @@ def family_means(matrix, names: Sequence[str], families: dict[str, str]) -> pd.S
         {key: values[mask].mean() if mask.any() else np.nan for key, mask in masks.items()},
         name="mean similarity",
     )
+
+
+def depth_trend(scores, names: Sequence[str] | None = None) -> pd.DataFrame:
+    """Spearman correlation of a per-layer score with layer index, per model.
+
+    Parameters
+    ----------
+    scores : pandas.Series or array of shape (n_layers,)
+        E.g. :func:`localization_scores`; a Series' index supplies ``names``.
+    names : sequence of str, optional
+        ``"{model}/layer.{i}"`` block names, in the order of ``scores``.
+
+    Returns
+    -------
+    DataFrame indexed by model
+        ``n_layers`` and ``spearman`` (NaN for a model with fewer than 3 layers or a
+        constant score: the rank correlation is then undefined or meaningless).
+
+    References
+    ----------
+    Wu et al. (2020), Sec. 5.1: "the localization score mostly increases with layers".
+    """
+    if names is None:
+        if not isinstance(scores, pd.Series):
+            raise ValueError("pass `names` (block names) or `scores` as a Series indexed by them")
+        names = list(scores.index)
+    values = np.asarray(scores, dtype=np.float64)
+    if values.shape != (len(names),):
+        raise ValueError(f"`scores` has shape {values.shape} but there are {len(names)} names")
+    table = layer_table(names).assign(score=values)
+    rows = {}
+    for model, group in table.groupby("model", sort=False):
+        rho = np.nan
+        if len(group) >= 3 and group["score"].nunique() > 1:
+            # Spearman = Pearson of the ranks (average ranks for ties).
+            rho = float(group["layer"].rank().corr(group["score"].rank()))
+        rows[model] = {"n_layers": len(group), "spearman": rho}
+    return pd.DataFrame.from_dict(rows, orient="index")

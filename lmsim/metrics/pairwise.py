@@ -20,7 +20,13 @@ from tqdm.auto import tqdm
 
 from lmsim._threads import threads
 from lmsim.metrics._linalg import BlockStats
-from lmsim.metrics.attention import attention_head_similarity, distributed_attention_features
+from lmsim.metrics.attention import (
+    attention_head_similarity,
+    distributed_attention_features,
+    nonzero_rows,
+    paper_attention_features,
+    paper_distattn_pair,
+)
 from lmsim.metrics.cca import (
     prepare_pwcca,
     prepare_svcca,
@@ -31,7 +37,14 @@ from lmsim.metrics.cca import (
     svcca,
     svcca_pair,
 )
-from lmsim.metrics.cka import debiased_cka, linear_cka, linear_cka_pair, prepare_linear_cka, rbf_cka
+from lmsim.metrics.cka import (
+    debiased_cka,
+    debiased_cka_matrix,
+    linear_cka,
+    linear_cka_pair,
+    prepare_linear_cka,
+    rbf_cka,
+)
 from lmsim.metrics.neuron import (
     mixedsim,
     mixedsim_pair,
@@ -155,6 +168,13 @@ def pairwise_matrix(
             f"`mom` must be an lmsim.moments.Moments, got {type(mom).__name__}; "
             "for raw activations use `pairwise_matrix_raw`"
         )
+    if metric in ("debiased_cka", "rbf_cka"):
+        raise ValueError(
+            f"`{metric}` needs more than the means and co-moments a Moments holds (per-sample "
+            "norms for the unbiased HSIC, distances for RBF): extract raw activations "
+            "(lmsim.extract.extract_activations) and call pairwise_matrix_raw(acts, "
+            f"metric={metric!r}), or stream them into lmsim.metrics.cka.DebiasedCKAStats"
+        )
     _check_metric(metric, MOMENT_METRICS, kw)
     names_a = [names_a] if isinstance(names_a, str) else list(names_a)
     names_b = (
@@ -226,13 +246,22 @@ def pairwise_matrix_raw(
     Returns
     -------
     ndarray of shape (len(names_a), len(names_b))
+
+    Notes
+    -----
+    ``debiased_cka`` over one set of blocks (``names_b`` left out) runs all pairs from one
+    pass (:func:`lmsim.metrics.cka.debiased_cka_matrix`): the same values, one Gram of all
+    blocks instead of one product per pair.
     """
     _check_metric(metric, RAW_METRICS, kw)
+    square = names_b is None
     names_a = list(acts) if names_a is None else list(names_a)
     names_b = names_a if names_b is None else list(names_b)
     unknown = [n for n in names_a + names_b if n not in acts]
     if unknown:
         raise KeyError(f"unknown blocks {sorted(set(unknown))}; available: {list(acts)}")
+    if metric == "debiased_cka" and square and len(set(names_a)) == len(names_a):
+        return debiased_cka_matrix(acts, names_a)
     fn = RAW_METRICS[metric]
     out = np.empty((len(names_a), len(names_b)), dtype=np.float64)
     pairs = [(i, j) for i in range(len(names_a)) for j in range(len(names_b))]
@@ -251,6 +280,9 @@ def pairwise_attention(
     kind: str = "jensen_shannon",
     causal: Mapping[str, bool] | None = None,
     progress: bool = True,
+    *,
+    paper_compat: bool = False,
+    ar_mask: bool = True,
 ) -> np.ndarray:
     """Attention similarity of every layer to every layer (Wu et al. 2020, Fig. 4 and 10).
 
@@ -273,6 +305,16 @@ def pairwise_attention(
         ``key ≤ query`` pairs for any pair involving it). Default: no block is causal.
     progress : bool, default=True
         Show a tqdm bar over the pairs.
+    paper_compat : bool, default=False
+        Distributed kinds as the authors' ``AttnCCA`` / ``AttnLinCKA`` computed them (see
+        :func:`lmsim.metrics.distattn_sim`): every block's features from
+        :func:`~lmsim.metrics.attention.paper_attention_features`, the rows where every head
+        of the *first* block of ``attn`` is non-zero kept for all blocks (their mask is
+        computed once, from the first model loaded), paper-compatible SVCCA / PWCCA.
+        ``causal`` must then be left out. Head-level kinds are unaffected.
+    ar_mask : bool, default=True
+        With ``paper_compat``: cut every model's attention to keys ≤ query and renormalise
+        (their final run, ``--ar_mask``).
 
     Returns
     -------
@@ -289,9 +331,32 @@ def pairwise_attention(
     unknown = sorted(set(causal) - set(names))
     if unknown:
         raise KeyError(f"`causal` names blocks {unknown} that are not in `attn`")
+    paper = paper_compat and kind in DISTRIBUTED_KINDS
+    if paper and any(causal.values()):
+        raise ValueError(
+            "`causal` selects the textbook mask; with `paper_compat=True` the authors' "
+            "`ar_mask` decides which pairs count: leave `causal` out"
+        )
     # Per-sentence attention matrices are tiny: one thread (see _one_cpu_thread).
     with _one_cpu_thread("cpu"):
+        if paper:
+            return _pairwise_attention_paper(attn, names, kind, ar_mask, progress)
         return _pairwise_attention(attn, names, kind, causal, progress)
+
+
+def _pairwise_attention_paper(attn, names, kind, ar_mask, progress) -> np.ndarray:
+    n = len(names)
+    out = np.empty((n, n), dtype=np.float64)
+    feats = {name: paper_attention_features(attn[name], ar_mask) for name in names}
+    keep = nonzero_rows(feats[names[0]])
+    pairs = [(i, j) for i in range(n) for j in range(i, n)]
+    for i, j in tqdm(pairs, desc=f"{kind} attention pairs", disable=not progress, leave=False):
+        fa, fb = feats[names[i]], feats[names[j]]
+        if kind == "pwcca" and i != j:
+            out[i, j], out[j, i] = paper_distattn_pair(fa, fb, keep, "pwcca_both")
+        else:
+            out[i, j] = out[j, i] = paper_distattn_pair(fa, fb, keep, kind)
+    return out
 
 
 def _pairwise_attention(attn, names, kind, causal, progress) -> np.ndarray:

@@ -31,6 +31,14 @@ Penalty scaling (``penalty_scaling``)
     only through the last batch of each epoch (tested). NeuroX also never shuffles
     (``shuffle=False`` reproduces that) and trains under fp16 autocast on GPUs (not here).
 
+Convergence
+    By default the probe runs a fixed number of epochs, as NeuroX. ``tol`` makes ``epochs``
+    a maximum: after every epoch the full training objective ``J`` is computed on all
+    training rows, and training stops once it fell by less than ``tol`` (relative) in each
+    of ``patience`` consecutive epochs; ``ProbeResult.converged`` and ``.stopping_rule``
+    report it, ``.objective`` holds ``J`` per epoch and ``curves=True`` adds the accuracy
+    of every split per epoch (train / dev curves).
+
 Baselines
     The majority-class baseline (most frequent training label) is always reported. With
     ``words_*`` given, a control task (Hewitt & Liang 2019) is trained with identical

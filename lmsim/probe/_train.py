@@ -36,7 +36,15 @@ class ProbeResult:
     control_accuracy, selectivity : dict of str to float, or None
         With a control task: its accuracy and ``accuracy − control_accuracy`` per split.
     losses : list of float
-        Mean step loss of every epoch.
+        Mean step loss of every epoch (a running mean while the weights move).
+    objective : list of float
+        The full training objective ``J(W, b)`` after every epoch; recorded with ``tol``
+        or ``curves`` (empty otherwise).
+    curves : dict of str to list of float, or None
+        With ``curves=True``: accuracy on every split given after every epoch.
+    converged : bool or None
+        With ``tol``: whether the stopping rule held before ``epochs`` ran out (False
+        means the probe may be under-converged); None without ``tol``.
     mean, scale : ndarray of shape (n_neurons,) or None
         Standardisation fitted on the training split.
     settings : dict
@@ -57,6 +65,28 @@ class ProbeResult:
     selectivity: dict[str, float] | None = None
     majority_class: object = None
     control: ProbeResult | None = field(default=None, repr=False)
+    objective: list[float] = field(default_factory=list)
+    curves: dict[str, list[float]] | None = None
+    converged: bool | None = None
+
+    @property
+    def n_epochs(self) -> int:
+        """Epochs actually run (fewer than ``settings["epochs"]`` when ``tol`` stopped it)."""
+        return len(self.losses)
+
+    @property
+    def stopping_rule(self) -> str:
+        """The solver's stopping rule, in words."""
+        st = self.settings
+        if st.get("tol") is None:
+            return (
+                f"a fixed {st['epochs']} epochs of Adam (lr {st['lr']:g}, batch {st['batch_size']})"
+            )
+        return (
+            f"Adam (lr {st['lr']:g}, batch {st['batch_size']}) until the full training objective "
+            f"fell by less than {st['tol']:g} (relative) in each of {st['patience']} "
+            f"consecutive epochs, at most {st['epochs']} epochs"
+        )
 
     @property
     def train_acc(self) -> float:
@@ -112,6 +142,9 @@ def train_probe(
     epochs: int = 10,
     batch_size: int = 128,
     lr: float = 1e-3,
+    tol: float | None = None,
+    patience: int = 2,
+    curves: bool = False,
     penalty_scaling: str = "sample",
     shuffle: bool = True,
     standardize: bool = False,
@@ -137,7 +170,20 @@ def train_probe(
     l1, l2 : float
         λ1 on ``Σ|W|`` and λ2 on ``‖W‖_F`` (FORMULAS §4: 1e-5 each).
     epochs, batch_size, lr : int, int, float
-        Adam with torch defaults otherwise (FORMULAS §4: 10, 128, 1e-3).
+        Adam with torch defaults otherwise (FORMULAS §4: 10, 128, 1e-3). With ``tol``,
+        ``epochs`` is the maximum.
+    tol : float, optional
+        Convergence criterion: stop after the epoch where the full training objective
+        ``J`` (computed after every epoch on all training rows) has fallen by less than
+        ``tol`` relative to the epoch before in each of the last ``patience`` epochs (a
+        rise counts). Default: run exactly ``epochs`` (NeuroX). ``result.converged`` says
+        whether the rule held, ``result.stopping_rule`` states it.
+    patience : int, default=2
+        Consecutive small-decrease epochs ``tol`` needs (Adam's minibatch noise makes one
+        epoch's change a poor signal).
+    curves : bool, default=False
+        Record the accuracy on every split given after every epoch (``result.curves``) and
+        the objective (one more pass over every split per epoch).
     penalty_scaling : {"sample", "neurox"}
         How the penalty enters each step (:mod:`lmsim.probe`'s docstring).
     shuffle : bool, default=True
@@ -167,6 +213,10 @@ def train_probe(
     from lmsim.models import resolve_device
 
     _check_options(penalty_scaling, epochs, batch_size, l1, l2)
+    if tol is not None and not (np.isfinite(tol) and tol >= 0):
+        raise ValueError(f"`tol` must be a finite relative decrease >= 0 or None, got {tol!r}")
+    if int(patience) < 1:
+        raise ValueError(f"`patience` must be a positive integer, got {patience!r}")
     dev = resolve_device(device)
     data = _check_splits(
         {"train": (X_train, y_train), "dev": (X_dev, y_dev), "test": (X_test, y_test)}
@@ -186,6 +236,10 @@ def train_probe(
         seed=seed,
         device=str(dev),
     )
+    if tol is not None:
+        settings.update(tol=float(tol), patience=int(patience))
+    if curves:
+        settings.update(curves=True)
     labels = {name: y for name, (_, y) in data.items()}
     result = _train_and_score(Xt, labels, classes, settings, mean, scale)
     if words_train is not None:
@@ -284,7 +338,22 @@ def _class_index(classes: np.ndarray, y: np.ndarray, device) -> torch.Tensor:
 def _train_and_score(Xt, labels, classes, settings, mean, scale) -> ProbeResult:
     """Fit a probe to ``labels["train"]`` and score it on every split of ``labels``."""
     y_train = _class_index(classes, labels["train"], Xt["train"].device)
-    W, b, losses = _fit(Xt["train"], y_train, len(classes), settings, mean, scale)
+    curves = {name: [] for name in labels} if settings.get("curves") else None
+
+    def on_epoch(W, b):
+        for name, y in labels.items():
+            pred = classes[_predict(Xt[name], W, b, mean, scale, 8192).numpy()]
+            curves[name].append(float((pred == y).mean()) if y.size else float("nan"))
+
+    W, b, losses, objective, converged = _fit(
+        Xt["train"],
+        y_train,
+        len(classes),
+        settings,
+        mean,
+        scale,
+        on_epoch=on_epoch if curves is not None else None,
+    )
     values, counts = np.unique(labels["train"], return_counts=True)
     majority_class = values[np.argmax(counts)]
     acc, majority, per_class = {}, {}, {}
@@ -308,6 +377,9 @@ def _train_and_score(Xt, labels, classes, settings, mean, scale) -> ProbeResult:
         mean=None if mean is None else mean.cpu().numpy(),
         scale=None if scale is None else scale.cpu().numpy(),
         majority_class=majority_class.item(),
+        objective=objective,
+        curves=curves,
+        converged=converged,
     )
 
 

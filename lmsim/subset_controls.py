@@ -1,0 +1,325 @@
+"""Controls for the redundancy verdicts: random subsets of the kept size, and "equal accuracy"
+decided by an interval over dev words rather than a fixed tolerance.
+
+The thesis keeps the largest τ whose kept neurons score within 0.01 of all neurons on dev.
+Two things are missing from that rule (issue 29):
+
+* a control for probe capacity: does the kept set beat a *random* subset with the same
+  number of neurons in every layer? :func:`same_size_subset` draws one (seeded);
+  :func:`subset_controls` trains the probe on the kept set and on random subsets, over
+  several seeds (probe initialisation and shuffling, random draws, and optionally the
+  representative draw);
+* the sampling error of dev accuracy (a 0.67 accuracy on 1,711 words has a standard error
+  of 0.011): :func:`paired_bootstrap` gives a percentile interval of the accuracy
+  difference (subset − all neurons) by resampling dev words, or dev sentences with
+  ``groups``, the same resample for both probes (paired). A subset has "equal accuracy"
+  when that interval reaches ``-margin`` (it is not shown to be worse); see
+  :func:`equal_accuracy`.
+
+The bootstrap helper is numpy only and self-contained; it computes what ``lmsim.stats``'s
+paired resampling does and can be replaced by it.
+
+References
+----------
+Efron & Tibshirani (1993), *An Introduction to the Bootstrap*, Ch. 13 (percentile
+interval); Hewitt & Liang (2019) on probe capacity; Dalvi et al. (2020), Sec. 3.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from lmsim.cluster import kept_per_block
+from lmsim.probe import train_probe
+
+__all__ = [
+    "same_size_subset",
+    "paired_bootstrap",
+    "subset_controls",
+    "equal_accuracy",
+]
+
+_SPLITS = ("train", "dev", "test")
+
+
+def same_size_subset(kept, dims: Mapping[str, int], *, seed: int = 0) -> np.ndarray:
+    """Random columns with as many neurons in every layer as ``kept``.
+
+    Parameters
+    ----------
+    kept : array-like of int
+        Kept column indices (e.g. one τ's representatives).
+    dims : mapping of str to int
+        ``{block: width}`` in column order (:func:`lmsim.probe.word_activations`).
+    seed : int
+        Seed of :func:`numpy.random.default_rng`.
+
+    Returns
+    -------
+    cols : ndarray of int64, shape (len(kept),)
+        Ascending; in every block, a uniform draw without replacement of
+        ``kept_per_block(kept, dims)[block]`` of its columns.
+    """
+    kept = np.unique(np.asarray(kept, dtype=np.int64))
+    counts = kept_per_block(kept, dims)
+    rng = np.random.default_rng(seed)
+    starts = np.concatenate([[0], np.cumsum(list(dims.values()))])
+    out = [
+        start + rng.choice(int(width), size=counts[block], replace=False)
+        for block, width, start in zip(dims, dims.values(), starts[:-1], strict=True)
+    ]
+    return np.sort(np.concatenate(out)).astype(np.int64)
+
+
+def _unit_sums(correct: np.ndarray, groups) -> tuple[np.ndarray, np.ndarray]:
+    """Correct words and words per resampling unit (a word, or a group of words)."""
+    if groups is None:
+        return correct.astype(np.float64), np.ones(correct.size)
+    groups = np.asarray(groups)
+    if groups.shape != correct.shape:
+        raise ValueError(
+            f"`groups` must give one unit per word ({correct.size}), got shape {groups.shape}"
+        )
+    _, unit = np.unique(groups, return_inverse=True)
+    return np.bincount(unit, weights=correct), np.bincount(unit).astype(np.float64)
+
+
+def paired_bootstrap(
+    correct_a,
+    correct_b,
+    *,
+    groups=None,
+    n_boot: int = 2000,
+    level: float = 0.95,
+    seed: int = 0,
+) -> dict[str, float]:
+    """Percentile bootstrap interval of the accuracy difference ``acc(a) − acc(b)``.
+
+    Both probes are scored on the same words, so each resample draws the same units for
+    both (paired): the interval reflects which words are in the set, not two independent
+    samples.
+
+    Parameters
+    ----------
+    correct_a, correct_b : array-like of bool, shape (n_words,)
+        Whether each probe got each word right.
+    groups : array-like, shape (n_words,), optional
+        The resampling unit of every word (e.g. its sentence: words of a sentence are not
+        independent). Resampled accuracy is correct words over words of the drawn units.
+        Default: every word is a unit.
+    n_boot : int
+        Resamples.
+    level : float
+        Coverage of the interval, in (0, 1).
+    seed : int
+
+    Returns
+    -------
+    dict
+        ``diff`` (the observed difference), ``lo``, ``hi`` (percentile interval), ``se``
+        (standard deviation of the resampled differences), ``n_units``.
+    """
+    a = np.asarray(correct_a, dtype=bool)
+    b = np.asarray(correct_b, dtype=bool)
+    if a.ndim != 1 or a.shape != b.shape or a.size == 0:
+        raise ValueError(
+            f"`correct_a` and `correct_b` must be equal-length non-empty 1-D arrays, got "
+            f"{a.shape} and {b.shape}"
+        )
+    if int(n_boot) < 2:
+        raise ValueError(f"`n_boot` must be an integer >= 2, got {n_boot!r}")
+    if not 0 < level < 1:
+        raise ValueError(f"`level` must lie in (0, 1), got {level!r}")
+    sa, n = _unit_sums(a, groups)
+    sb, _ = _unit_sums(b, groups)
+    units = sa.size
+    rng = np.random.default_rng(seed)
+    diffs = np.empty(int(n_boot))
+    batch = max(1, 4_000_000 // units)  # bound the (batch, units) index matrix
+    for s in range(0, int(n_boot), batch):
+        idx = rng.integers(0, units, size=(min(batch, int(n_boot) - s), units))
+        words = n[idx].sum(axis=1)
+        diffs[s : s + idx.shape[0]] = (sa[idx].sum(axis=1) - sb[idx].sum(axis=1)) / words
+    alpha = (1 - level) / 2
+    lo, hi = np.quantile(diffs, [alpha, 1 - alpha])
+    return dict(
+        diff=float(a.mean() - b.mean()),
+        lo=float(lo),
+        hi=float(hi),
+        se=float(diffs.std(ddof=1)),
+        n_units=int(units),
+    )
+
+
+def _probe(X, y, cols, classes, seed, probe_kwargs):
+    """A probe on ``cols`` (seeded) and its per-word correctness on dev and test."""
+    r = train_probe(
+        *[a for k in _SPLITS for a in (X[k][:, cols], y[k])],
+        classes=classes,
+        seed=seed,
+        **probe_kwargs,
+    )
+    correct = {k: r.predict(X[k][:, cols]) == y[k] for k in ("dev", "test")}
+    return r, correct
+
+
+def subset_controls(
+    X: Mapping[str, np.ndarray],
+    y: Mapping[str, np.ndarray],
+    columns: Mapping | Callable[[int], Mapping],
+    dims: Mapping[str, int],
+    *,
+    n_classes: int,
+    reference="none",
+    seeds: Sequence[int] = (0, 1, 2),
+    n_random: int = 1,
+    groups: Mapping[str, np.ndarray] | None = None,
+    n_boot: int = 2000,
+    level: float = 0.95,
+    margin: float = 0.0,
+    **probe_kwargs,
+) -> pd.DataFrame:
+    """Probes on every kept set and on random subsets of the same size per layer, per seed.
+
+    Parameters
+    ----------
+    X : dict of str to ndarray (n_words, n_neurons)
+        ``"train"``, ``"dev"``, ``"test"`` activations (all neurons, in ``dims`` order).
+    y : dict of str to ndarray of int
+        Labels ``0 .. n_classes - 1`` of the same splits.
+    columns : mapping of key to ndarray of int, or callable ``seed -> mapping``
+        Kept neurons per key (e.g. ``{"none": all, 0.1: kept, ...}``); a callable draws
+        them per seed (e.g. the representatives with that seed), so the representative draw
+        varies with the probe seed.
+    dims : mapping of str to int
+        ``{block: width}`` of ``X``'s columns, for :func:`same_size_subset`.
+    n_classes : int
+    reference : key
+        The key of all neurons; every other key is compared with it.
+    seeds : sequence of int
+        One run per seed: probe initialisation and shuffling, the random subsets (seed
+        ``1000 * seed + draw``) and, with a callable ``columns``, the kept sets.
+    n_random : int
+        Random subsets per key and seed.
+    groups : dict of str to ndarray, optional
+        ``{"dev": ..., "test": ...}``: the bootstrap unit of every word (its sentence).
+    n_boot, level : int, float
+        :func:`paired_bootstrap`.
+    margin : float
+        A subset has equal accuracy when its dev interval's upper end is ``>= -margin``.
+    **probe_kwargs
+        :func:`lmsim.probe.train_probe` (``epochs``, ``lr``, ``tol``, ``device``, ...).
+
+    Returns
+    -------
+    DataFrame
+        One row per (seed, key, kind): ``kind`` is ``"reference"``, ``"kept"`` or
+        ``"random"`` (``draw`` numbers the random subsets); ``n_neurons``, ``train``,
+        ``dev``, ``test`` accuracy, ``epochs_run``, ``converged``; against the reference
+        probe of the same seed, ``dev_diff``, ``dev_lo``, ``dev_hi``, ``test_diff``,
+        ``test_lo``, ``test_hi`` and ``equal`` (``dev_hi >= -margin``).
+    """
+    missing = [k for k in _SPLITS if k not in X or k not in y]
+    if missing:
+        raise ValueError(f"`X` and `y` need the splits {list(_SPLITS)}; missing {missing}")
+    width = sum(int(w) for w in dims.values())
+    if X["train"].shape[1] != width:
+        raise ValueError(
+            f"`dims` describes {width} columns but `X['train']` has {X['train'].shape[1]}"
+        )
+    if int(n_random) < 0 or not seeds:
+        raise ValueError(f"need `n_random` >= 0 and at least one seed, got {n_random}, {seeds}")
+    classes = np.arange(int(n_classes))
+    groups = groups or {}
+    rows = []
+    for seed in seeds:
+        cols_by_key = columns(seed) if callable(columns) else columns
+        if reference not in cols_by_key:
+            raise KeyError(
+                f"`reference` {reference!r} is not a key of `columns` {list(cols_by_key)}; "
+                "pass the key of all neurons"
+            )
+        ref, ref_correct = _probe(
+            X, y, np.asarray(cols_by_key[reference]), classes, seed, probe_kwargs
+        )
+        runs = [(reference, "reference", 0, np.asarray(cols_by_key[reference]))]
+        for key, cols in cols_by_key.items():
+            if key == reference:
+                continue
+            runs.append((key, "kept", 0, np.asarray(cols, dtype=np.int64)))
+            for draw in range(int(n_random)):
+                rand = same_size_subset(cols, dims, seed=1000 * int(seed) + draw)
+                runs.append((key, "random", draw, rand))
+        for key, kind, draw, cols in runs:
+            r, correct = (
+                (ref, ref_correct)
+                if kind == "reference"
+                else _probe(X, y, cols, classes, seed, probe_kwargs)
+            )
+            row = dict(
+                seed=seed,
+                key=key,
+                kind=kind,
+                draw=draw,
+                n_neurons=int(np.asarray(cols).size),
+                **r.accuracy,
+                epochs_run=r.n_epochs,
+                converged=r.converged,
+            )
+            for split in ("dev", "test"):
+                boot = paired_bootstrap(
+                    correct[split],
+                    ref_correct[split],
+                    groups=groups.get(split),
+                    n_boot=n_boot,
+                    level=level,
+                    seed=int(seed),
+                )
+                row.update({f"{split}_diff": boot["diff"], f"{split}_lo": boot["lo"]})
+                row[f"{split}_hi"] = boot["hi"]
+            row["equal"] = bool(row["dev_hi"] >= -margin)
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def equal_accuracy(table: pd.DataFrame, reference="none") -> pd.DataFrame:
+    """Per seed, the last key (in the table's order: the largest τ) whose kept set has equal
+    accuracy, with the random subsets' accuracy at the same size.
+
+    Parameters
+    ----------
+    table : DataFrame
+        :func:`subset_controls`' output.
+    reference : key
+
+    Returns
+    -------
+    DataFrame
+        One row per seed: ``key`` (``reference`` when no kept set is equal), ``n_neurons``,
+        ``kept_fraction`` (of the reference's neurons), ``test`` and ``test_diff`` (the
+        kept set), ``random_test`` (mean over the random draws at that key, NaN at the
+        reference) and ``kept_minus_random`` on test.
+    """
+    out = []
+    for seed, part in table.groupby("seed", sort=False):
+        ref = part[part.kind == "reference"].iloc[0]
+        kept = part[(part.kind == "kept") & part.equal]
+        row = kept.iloc[-1] if len(kept) else ref
+        random = part[(part.kind == "random") & (part.key == row.key)]
+        random_test = float(random.test.mean()) if len(random) else float("nan")
+        out.append(
+            dict(
+                seed=seed,
+                key=row.key,
+                n_neurons=int(row.n_neurons),
+                kept_fraction=row.n_neurons / ref.n_neurons,
+                test=row.test,
+                test_diff=row.test_diff,
+                random_test=random_test,
+                kept_minus_random=row.test - random_test,
+            )
+        )
+    return pd.DataFrame(out)

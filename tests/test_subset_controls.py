@@ -1,0 +1,130 @@
+"""Random same-size subsets and the dev-interval rule for "equal accuracy"."""
+
+import numpy as np
+import pytest
+
+from lmsim.cluster import kept_per_block
+from lmsim.subset_controls import (
+    equal_accuracy,
+    paired_bootstrap,
+    same_size_subset,
+    subset_controls,
+)
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+DIMS = {f"m/layer.{i}": 6 for i in range(3)}  # embeddings + 2 layers, 6 neurons each
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_same_size_subset_keeps_the_per_layer_counts(seed):
+    kept = np.array([0, 1, 2, 7, 15, 16])
+    a = same_size_subset(kept, DIMS, seed=seed)
+    assert kept_per_block(a, DIMS) == kept_per_block(kept, DIMS)
+    assert np.unique(a).size == a.size and (np.diff(a) > 0).all()
+    np.testing.assert_array_equal(a, same_size_subset(kept, DIMS, seed=seed))
+
+
+def test_same_size_subset_is_uniform_within_a_layer():
+    hits = np.zeros(18)
+    for seed in range(3000):
+        hits[same_size_subset([0, 6, 7], DIMS, seed=seed)] += 1
+    # Layer 0: 1 of 6 columns (p = 1/6); layer 1: 2 of 6 (p = 1/3); layer 2: none.
+    np.testing.assert_allclose(hits[:6] / 3000, 1 / 6, atol=0.03)
+    np.testing.assert_allclose(hits[6:12] / 3000, 1 / 3, atol=0.04)
+    assert hits[12:].sum() == 0
+
+
+def test_paired_bootstrap_se_matches_the_analytic_se():
+    rng = np.random.default_rng(0)
+    a = rng.random(4000) < 0.7
+    b = np.where(rng.random(4000) < 0.8, a, ~a)  # paired: mostly the same words right
+    boot = paired_bootstrap(a, b, n_boot=3000, seed=1)
+    d = a.astype(float) - b
+    analytic = d.std(ddof=1) / np.sqrt(d.size)  # the se of a mean of paired differences
+    assert boot["diff"] == pytest.approx(a.mean() - b.mean())
+    assert boot["se"] == pytest.approx(analytic, rel=0.1)
+    assert boot["lo"] < boot["diff"] < boot["hi"]
+    assert boot["hi"] - boot["lo"] == pytest.approx(2 * 1.96 * analytic, rel=0.15)
+    assert paired_bootstrap(a, b, n_boot=3000, seed=1) == boot
+
+
+def test_grouped_bootstrap_of_copies_equals_the_word_bootstrap():
+    """A sentence of k identical copies of one word carries one word's information: the
+    sentence bootstrap of the copies equals the word bootstrap of the originals."""
+    rng = np.random.default_rng(2)
+    a, b = rng.random(300) < 0.6, rng.random(300) < 0.5
+    k = 4
+    copies = paired_bootstrap(
+        np.repeat(a, k), np.repeat(b, k), groups=np.repeat(np.arange(300), k), seed=3
+    )
+    words = paired_bootstrap(a, b, seed=3)
+    for key in ("diff", "lo", "hi", "se"):
+        assert copies[key] == pytest.approx(words[key], abs=1e-12), key
+    # Ignoring the grouping would treat the copies as independent: 2x too narrow.
+    naive = paired_bootstrap(np.repeat(a, k), np.repeat(b, k), seed=3)
+    assert naive["se"] < 0.6 * words["se"]
+    with pytest.raises(ValueError, match="one unit per word"):
+        paired_bootstrap(a, b, groups=np.arange(5))
+    with pytest.raises(ValueError, match="level"):
+        paired_bootstrap(a, b, level=1.5)
+
+
+def toy_task(seed=0):
+    """Labels carried by neurons 6 and 7 (layer 1); everything else is noise."""
+    rng = np.random.default_rng(seed)
+    sizes = {"train": 900, "dev": 300, "test": 300}
+    y = {k: rng.integers(0, 3, n) for k, n in sizes.items()}
+    X = {}
+    for k, v in y.items():
+        x = rng.standard_normal((v.size, 18)).astype(np.float32)
+        x[:, 6] += 3 * (v == 1)
+        x[:, 7] += 3 * (v == 2)
+        X[k] = x
+    return X, y
+
+
+def test_subset_controls_rows_and_the_capacity_control():
+    X, y = toy_task()
+    informative = np.array([0, 6, 7, 12])  # one neuron per layer, but layer 1's carry labels
+    columns = {"none": np.arange(18), 0.5: informative, 0.9: np.array([0, 12])}
+    groups = {k: np.arange(300) // 5 for k in ("dev", "test")}  # "sentences" of 5 words
+    table = subset_controls(
+        X, y, columns, DIMS, n_classes=3, seeds=(0, 1), n_random=2, groups=groups,
+        n_boot=300, device="cpu", epochs=15, lr=1e-2,
+    )  # fmt: skip
+    assert len(table) == 2 * (1 + 2 * 3)
+    assert set(table.kind) == {"reference", "kept", "random"}
+    ref = table[table.kind == "reference"]
+    assert (ref.dev_diff == 0).all() and ref.equal.all()
+    kept = table[(table.kind == "kept") & (table.key == 0.5)]
+    rand = table[(table.kind == "random") & (table.key == 0.5)]
+    assert (rand.n_neurons == 4).all()
+    # The kept set holds the informative neurons, a random 1-per-layer subset rarely does.
+    assert kept.test.min() > rand.test.mean() + 0.1
+    assert kept.equal.all()
+    noise = table[(table.kind == "kept") & (table.key == 0.9)]
+    assert not noise.equal.any() and (noise.dev_hi < 0).all()
+    assert (table.dev_lo <= table.dev_diff + 1e-12).all()
+    assert (table.dev_diff <= table.dev_hi + 1e-12).all()
+    summary = equal_accuracy(table)
+    assert list(summary.key) == [0.5, 0.5]
+    assert (summary.kept_fraction == 4 / 18).all() and (summary.kept_minus_random > 0.1).all()
+
+
+def test_subset_controls_draws_kept_sets_per_seed_and_checks_inputs():
+    X, y = toy_task(1)
+    seen = []
+
+    def columns(seed):
+        seen.append(seed)
+        return {"none": np.arange(18), "k": np.array([seed, 6, 7])}
+
+    table = subset_controls(
+        X, y, columns, DIMS, n_classes=3, seeds=(0, 3), n_random=0, n_boot=50,
+        device="cpu", epochs=2,
+    )  # fmt: skip
+    assert seen == [0, 3] and set(table.kind) == {"reference", "kept"}
+    with pytest.raises(KeyError, match="`reference`"):
+        subset_controls(X, y, {"k": [1]}, DIMS, n_classes=3, n_boot=50, device="cpu", epochs=1)
+    with pytest.raises(ValueError, match="`dims` describes"):
+        subset_controls(X, y, columns, {"a": 3}, n_classes=3, device="cpu")
