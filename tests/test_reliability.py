@@ -291,6 +291,17 @@ def test_only_marked_entries_are_moved_and_corrupt_copies_are_numbered(tmp_path)
     copies = sorted(p.name for p in tmp_path.glob("entry.corrupt*"))
     assert copies == ["entry.corrupt", "entry.corrupt.1", "entry.corrupt.2"]
     assert [(tmp_path / c / "payload.bin").read_bytes()[0] for c in copies] == [0, 1, 2]
+    shard = tmp_path / "shard.safetensors"  # a one-file entry (a shard, published stats)
+    for round_ in range(3):
+        shard.write_bytes(bytes([round_]))
+        with pytest.warns(UserWarning, match=r"moved it to shard\.safetensors\.corrupt"):
+            move_aside(shard, "test", "recomputing it")
+    files = sorted(tmp_path.glob("shard.safetensors.corrupt*"))
+    assert [(f.name[len("shard.safetensors") :], f.read_bytes()) for f in files] == [
+        (".corrupt", b"\x00"),
+        (".corrupt.1", b"\x01"),
+        (".corrupt.2", b"\x02"),
+    ]
 
 
 @pytest.mark.parametrize("kind", ["tiny-model", "zoo-model", "fine-tune"])
