@@ -10,7 +10,10 @@ from pathlib import Path
 def cache_dir(*parts: str) -> Path:
     """Return (and create) a folder under the lmsim cache.
 
-    The root is ``$LMSIM_CACHE`` when set, else ``~/.cache/lmsim``.
+    The root is ``$LMSIM_CACHE`` when set, else ``~/.cache/lmsim``. A folder that exists
+    but is not writable (a shared or CI cache) is returned as it is: what it holds can be
+    read; writing a new entry there raises ``PermissionError`` naming the folder
+    (:mod:`lmsim._io`).
 
     Parameters
     ----------
@@ -20,7 +23,8 @@ def cache_dir(*parts: str) -> Path:
     Raises
     ------
     NotADirectoryError, PermissionError
-        The root is a file or not writable; the message names ``LMSIM_CACHE`` and the fix.
+        The root is a file, or the folder is missing and cannot be created; the message
+        names ``LMSIM_CACHE`` and the fix.
     """
     from_env = "LMSIM_CACHE" in os.environ
     root = Path(os.environ.get("LMSIM_CACHE", Path.home() / ".cache" / "lmsim"))
@@ -35,12 +39,10 @@ def cache_dir(*parts: str) -> Path:
             f"{str(path)!r} cannot be created below a file; {fix}"
         ) from None
     except PermissionError:
+        if path.is_dir():
+            return path  # read-only: its entries can still be read
         raise PermissionError(
             f"the lmsim cache {str(root)!r} ({source}) is not writable: cannot create "
             f"{str(path)!r}; {fix}"
         ) from None
-    if not os.access(path, os.W_OK | os.X_OK):
-        raise PermissionError(
-            f"the lmsim cache folder {str(path)!r} ({source}) is not writable; {fix}"
-        )
     return path

@@ -1,31 +1,65 @@
-"""Atomic writes: a file or folder appears complete or not at all; checked reads.
+"""Atomic writes: a file or folder appears complete or not at all; verified cache entries.
 
-The one helper for every cache writer of lmsim (models, zoo, data, extraction): write
-under a temporary name in the same folder, then ``os.replace`` into place. Readers check
-what they read against a :func:`file_record` (size and sha256) kept at write time and
-:func:`move_aside` what fails, so a corrupt entry is named once and recomputed.
+The one helper for every cache writer of lmsim (models, zoo, fine-tunes, two-tower runs,
+data, extraction, Grams): write under a temporary name in the same folder, then
+``os.replace`` into place.
+
+A cache *entry* is a folder (:class:`entry_dir`) or a single file (:func:`write_entry_file`)
+that carries lmsim's ownership marker, written before anything else: ``lmsim_entry.json``
+inside the folder, or ``<file>.lmsim.json`` beside the file. When the entry is complete the
+marker records the size and sha256 of every file (:func:`file_record`). Readers verify
+the entry against it (:func:`entry_status`); a cache lookup (:func:`open_entry`) moves a
+corrupt *lmsim* entry aside (:func:`move_aside`, numbered ``.corrupt`` copies that never
+overwrite each other) and recomputes it, and refuses to touch anything without the marker.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import json
 import os
 import shutil
 import tempfile
 import threading
+import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 __all__ = [
+    "MARKER",
     "atomic_dir",
+    "entry_dir",
     "write_atomic",
     "write_json_atomic",
+    "write_entry_file",
     "file_record",
     "check_record",
+    "entry_status",
+    "open_entry",
+    "verify_entry",
     "move_aside",
+    "read_utf8",
+    "utf8_lines",
 ]
+
+#: The ownership marker of a folder entry; a file entry's is ``<file>`` + :data:`SIDECAR`.
+MARKER = "lmsim_entry.json"
+SIDECAR = ".lmsim.json"
+_KIND = "lmsim cache entry"
+_WRITABLE_HINT = (
+    "lmsim keeps its caches under $LMSIM_CACHE (default ~/.cache/lmsim): set LMSIM_CACHE "
+    "to a writable folder (e.g. export LMSIM_CACHE=/tmp/lmsim-cache) to compute this"
+)
+
+
+def _not_writable(path: Path, err: OSError) -> PermissionError:
+    return PermissionError(
+        f"cannot write {str(path)!r}: {str(path.parent)!r} is not writable ({err.strerror}); "
+        f"{_WRITABLE_HINT}"
+    )
 
 
 def write_atomic(path: Path, write: Callable[[Path], None]) -> None:
@@ -36,13 +70,15 @@ def write_atomic(path: Path, write: Callable[[Path], None]) -> None:
     left as it was.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     # One temporary name per writer (process and thread): two threads writing the same file
     # must not rename or remove each other's temporary.
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}-{threading.get_ident()}")
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         write(tmp)
         os.replace(tmp, path)
+    except PermissionError as err:
+        raise _not_writable(path, err) from None
     finally:
         tmp.unlink(missing_ok=True)
 
@@ -77,8 +113,11 @@ class atomic_dir:
         self.tmp: Path | None = None
 
     def __enter__(self) -> Path:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.path.name}.tmp", dir=self.path.parent))
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.path.name}.tmp", dir=self.path.parent))
+        except PermissionError as err:
+            raise _not_writable(self.path, err) from None
         self.tmp.chmod(0o755)  # mkdtemp makes it private; caches are shared like any folder
         return self.tmp
 
@@ -105,13 +144,37 @@ class atomic_dir:
         return False
 
 
+# sha256 of files this process hashed, by path and (size, mtime, ctime, inode): a model
+# folder checked by load_model and again by load_tokenizer is read once. Any write changes
+# the ctime, which no user call can set back, so a changed file is hashed again; only files
+# last changed seconds before they were hashed are remembered, since file times tick in
+# milliseconds and a write right after hashing could keep them ("racy git").
+_HASHED: dict[str, tuple[tuple, str]] = {}
+_HASHED_MAX = 4096
+_SETTLED_NS = 2_000_000_000
+
+
+def _stat_key(stat: os.stat_result) -> tuple:
+    return (stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino, stat.st_dev)
+
+
 def file_record(path: Path) -> dict:
     """``{"size": bytes, "sha256": hex}`` of a file, to store at write time and check on read."""
+    key, before = str(Path(path).resolve()), _stat_key(os.stat(path))
+    known = _HASHED.get(key)
+    if known is not None and known[0] == before:
+        return {"size": before[0], "sha256": known[1]}
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 22), b""):
             digest.update(block)
-    return {"size": Path(path).stat().st_size, "sha256": digest.hexdigest()}
+    after = _stat_key(os.stat(path))
+    settled = time.time_ns() - max(after[1], after[2]) > _SETTLED_NS
+    if after == before and settled:  # not written while, nor just before, it was read
+        if len(_HASHED) >= _HASHED_MAX:
+            _HASHED.clear()
+        _HASHED[key] = (after, digest.hexdigest())
+    return {"size": after[0], "sha256": digest.hexdigest()}
 
 
 def check_record(path: Path, record: dict | None) -> None:
@@ -128,8 +191,244 @@ def check_record(path: Path, record: dict | None) -> None:
         raise ValueError(f"{path}'s sha256 differs from the one recorded when it was written")
 
 
-def move_aside(path: Path, reason: str, then: str, stacklevel: int = 3) -> Path:
+class entry_dir(atomic_dir):
+    """:class:`atomic_dir` for a cache entry: the ownership marker first, records last.
+
+    On entry the temporary folder gets ``lmsim_entry.json`` (:data:`MARKER`) before
+    anything else, so even an interrupted build is recognisably lmsim's; on success the
+    marker is rewritten with the size and sha256 of every file (``facts`` added), then the
+    folder is renamed into place. Parameters as :class:`atomic_dir`, plus ``facts``: a
+    JSON-able dict stored in the marker.
+    """
+
+    def __init__(self, path: Path, replace: bool = False, facts: dict | None = None):
+        super().__init__(path, replace)
+        self.facts = dict(facts or {})
+
+    def __enter__(self) -> Path:
+        tmp = super().__enter__()
+        (tmp / MARKER).write_text(json.dumps({"lmsim": _KIND, "state": "writing"}))
+        return tmp
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            assert self.tmp is not None
+            files = {
+                p.relative_to(self.tmp).as_posix(): file_record(p)
+                for p in sorted(self.tmp.rglob("*"))
+                if p.is_file() and p.name != MARKER
+            }
+            marker = {"lmsim": _KIND, "state": "complete", "files": files, **self.facts}
+            (self.tmp / MARKER).write_text(json.dumps(marker, indent=1, default=str))
+        return super().__exit__(exc_type, exc, tb)
+
+
+def _sidecar(path: Path) -> Path:
+    return path.with_name(path.name + SIDECAR)
+
+
+def write_entry_file(path: Path, write: Callable[[Path], None], facts: dict | None = None):
+    """Write a one-file cache entry: its marker ``<file>.lmsim.json`` first, then the file
+    atomically (``write(tmp)``), then the marker again with the file's size and sha256."""
+    path = Path(path)
+    write_json_atomic(_sidecar(path), {"lmsim": _KIND, "state": "writing"})
+    write_atomic(path, write)
+    marker = {"lmsim": _KIND, "state": "complete", "files": {path.name: file_record(path)}}
+    write_json_atomic(_sidecar(path), {**marker, **(facts or {})}, indent=1, default=str)
+
+
+def _entry_marker(path: Path) -> tuple[Path, Path]:
+    """``(marker, folder its records are relative to)`` of a folder or file entry."""
+    return (path / MARKER, path) if path.is_dir() else (_sidecar(path), path.parent)
+
+
+def entry_status(path: Path) -> tuple[str, str]:
+    """Whether ``path`` (a folder or a file) is a whole lmsim cache entry.
+
+    Returns
+    -------
+    status : {"absent", "whole", "corrupt", "foreign"}
+        ``"foreign"``: it exists without lmsim's marker (not lmsim's, or written before
+        markers existed); ``"corrupt"``: the marker is there but unreadable or unfinished,
+        or a file is missing or differs from its recorded size or sha256.
+    detail : str
+        What is wrong, naming the file (empty when whole or absent).
+    """
+    path = Path(path)
+    if not path.exists():
+        return "absent", ""
+    marker, base = _entry_marker(path)
+    if not marker.is_file():
+        return "foreign", f"{str(path)!r} has no lmsim marker ({marker.name})"
+    try:
+        data = json.loads(marker.read_text())
+        if not isinstance(data, dict) or data.get("lmsim") != _KIND:
+            raise ValueError("not an lmsim entry marker")
+    except (OSError, ValueError) as err:
+        return "corrupt", f"{marker} is unreadable ({type(err).__name__}: {err})"
+    files = data.get("files")
+    if data.get("state") != "complete" or not isinstance(files, dict):
+        return "corrupt", f"{path} was never finished (its {marker.name} records no files)"
+    for rel, record in files.items():
+        file = base / rel
+        if not file.is_file():
+            return "corrupt", f"{file} is missing"
+        try:
+            check_record(file, record if isinstance(record, dict) else {"size": None})
+        except (OSError, ValueError) as err:
+            return "corrupt", str(err)
+    return "whole", ""
+
+
+def entry_facts(path: Path) -> dict:
+    """The dict stored in a whole entry's marker (its ``facts``, ``files`` and state)."""
+    marker, _ = _entry_marker(Path(path))
+    return json.loads(marker.read_text())
+
+
+def _legacy_problem(path: Path, legacy: Callable[[Path], dict | None]) -> str | None:
+    """Check an entry written before markers existed against its old size records.
+
+    ``legacy(path)`` returns ``{relative file: size}`` from the old facts file, or None
+    when ``path`` is not an old lmsim entry. Returns None when it is one and whole, a
+    problem string when it is one but damaged; raises ``LookupError`` when it is not one.
+    """
+    try:
+        sizes = legacy(path)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+        return f"its old record is unreadable ({type(err).__name__}: {err})"
+    if sizes is None:
+        raise LookupError(path)
+    base = path if path.is_dir() else path.parent
+    for rel, size in sizes.items():
+        file = base / rel
+        if not file.is_file():
+            return f"{file} is missing"
+        if file.stat().st_size != size:
+            return f"{file} has {file.stat().st_size} bytes, {size} were written"
+    return None
+
+
+def _adopt(path: Path) -> None:
+    """Give a whole entry written before markers existed its marker (every file's sha256),
+    so later reads check hashes; skipped in a read-only cache (checked by size only)."""
+    marker, base = _entry_marker(path)
+    files = [path] if path.is_file() else [p for p in sorted(path.rglob("*")) if p.is_file()]
+    record = {
+        "lmsim": _KIND,
+        "state": "complete",
+        "adopted": True,
+        "files": {p.relative_to(base).as_posix(): file_record(p) for p in files},
+    }
+    with contextlib.suppress(OSError):
+        write_json_atomic(marker, record, indent=1)
+
+
+def open_entry(
+    path: Path,
+    then: str,
+    legacy: Callable[[Path], dict | None] | None = None,
+    stacklevel: int = 3,
+) -> bool:
+    """A cache lookup: whether ``path`` holds a whole entry, healing a corrupt one.
+
+    Parameters
+    ----------
+    path : Path
+        The entry's folder or file, at a path lmsim computed inside its cache.
+    then : str
+        What the caller does when the entry is not there, e.g. ``"training it again"``.
+    legacy : callable, optional
+        For entries written before markers existed: ``legacy(path)`` returns their old
+        size records ``{file: bytes}``, or None when ``path`` is not such an entry.
+
+    Returns
+    -------
+    bool
+        True: whole (read it). False: absent, or corrupt and now moved aside with a
+        warning (compute it).
+
+    Raises
+    ------
+    FileExistsError
+        ``path`` exists but is not lmsim's: nothing is moved or deleted.
+    ValueError
+        A corrupt entry that cannot be moved aside (a read-only cache); names the file.
+    """
+    path = Path(path)
+    status, detail = entry_status(path)
+    if status == "foreign" and legacy is not None:
+        try:
+            problem = _legacy_problem(path, legacy)
+        except LookupError:
+            pass
+        else:
+            if problem is None:
+                _adopt(path)
+                return True
+            move_aside(path, problem, then, stacklevel=stacklevel + 1, owned=True)
+            return False
+    if status == "foreign":
+        raise FileExistsError(
+            f"{detail}: it is not an lmsim cache entry, and lmsim never moves or deletes "
+            "what it did not write; move it away, or point LMSIM_CACHE at another folder"
+        )
+    if status == "corrupt":
+        move_aside(path, detail, then, stacklevel=stacklevel + 1)
+        return False
+    return status == "whole"
+
+
+def verify_entry(path: Path, what: str, legacy: Callable[[Path], dict | None] | None = None):
+    """Check a whole entry at a path the user gave (never moved: nothing recomputes it).
+
+    ``legacy`` as in :func:`open_entry` (an old entry is checked by its sizes, not adopted).
+
+    Raises
+    ------
+    FileNotFoundError
+        Nothing there, or not an lmsim entry; the message names ``path`` and ``what`` it
+        should be (a phrase with its article, e.g. ``"a two-tower run"``).
+    ValueError
+        A corrupt entry; the message names the file and what differs.
+    """
+    status, detail = entry_status(path)
+    if status == "foreign" and legacy is not None:
+        try:
+            problem = _legacy_problem(Path(path), legacy)
+        except LookupError:
+            pass
+        else:
+            status, detail = ("whole", "") if problem is None else ("corrupt", problem)
+    if status == "absent":
+        raise FileNotFoundError(f"nothing at {str(path)!r}: expected {what}")
+    if status == "foreign":
+        raise FileNotFoundError(f"{detail}: it is not {what}")
+    if status == "corrupt":
+        raise ValueError(f"{what} at {str(path)!r} is damaged: {detail}")
+
+
+def _free_aside(path: Path) -> Path:
+    """``<name>.corrupt``, else the first free ``<name>.corrupt.<k>``."""
+    first = path.with_name(path.name + ".corrupt")
+    if not first.exists() and not first.is_symlink():
+        return first
+    k = 1
+    while path.with_name(f"{path.name}.corrupt.{k}").exists():
+        k += 1
+    return path.with_name(f"{path.name}.corrupt.{k}")
+
+
+def move_aside(
+    path: Path, reason: str, then: str, stacklevel: int = 3, *, owned: bool = False
+) -> Path:
     """Rename a corrupt cache file or folder to ``<name>.corrupt`` and warn, naming both.
+
+    Only for what lmsim verified is its own (an entry with its marker, a shard listed in
+    its manifest): a folder without lmsim's marker is refused unless ``owned`` (the caller
+    recognised an entry written before markers existed by its old facts file).
+    An earlier ``.corrupt`` copy is never overwritten: later ones are numbered
+    ``<name>.corrupt.1``, ``.2``, ... A file entry's marker moves with it.
 
     Parameters
     ----------
@@ -143,18 +442,81 @@ def move_aside(path: Path, reason: str, then: str, stacklevel: int = 3) -> Path:
     Returns
     -------
     Path
-        Where it now lies (kept for inspection; a later corruption replaces it).
+        Where it now lies (kept for inspection).
+
+    Raises
+    ------
+    ValueError
+        A folder that is not lmsim's, or a corrupt entry that cannot be moved (a read-only
+        cache); the message names it and the problem.
     """
     path = Path(path)
-    aside = path.with_name(path.name + ".corrupt")
-    if aside.is_dir():
-        shutil.rmtree(aside, ignore_errors=True)
-    try:
-        os.replace(path, aside)
-    except FileNotFoundError:
-        pass  # another process moved it first
+    if path.is_dir() and not (owned or (path / MARKER).is_file()):
+        raise ValueError(f"refusing to move {str(path)!r} aside: it is not an lmsim cache entry")
+    for _attempt in range(100):
+        aside = _free_aside(path)
+        try:
+            if path.is_dir():
+                os.rename(path, aside)  # fails on a non-empty existing folder
+            else:
+                os.link(path, aside)  # fails when ``aside`` exists: never overwrites it
+                os.unlink(path)
+            break
+        except FileNotFoundError:
+            break  # another process moved it first
+        except (FileExistsError, IsADirectoryError):
+            continue  # taken meanwhile by another process: the next number
+        except OSError as err:
+            if err.errno in (errno.EEXIST, errno.ENOTEMPTY):
+                continue
+            if err.errno in (errno.EPERM, errno.EXDEV, errno.EMLINK) and path.is_file():
+                if not aside.exists():  # no hard links here: a plain rename
+                    os.replace(path, aside)
+                    break
+                continue
+            raise ValueError(
+                f"corrupt cache entry {path}: {reason}; it cannot be moved aside "
+                f"({type(err).__name__}: {err}); {_WRITABLE_HINT}"
+            ) from None
+    sidecar = _sidecar(path)
+    if sidecar.is_file():
+        with contextlib.suppress(OSError):
+            os.replace(sidecar, _sidecar(aside))
     warnings.warn(
         f"corrupt cache entry {path}: {reason}; moved it to {aside.name} and {then}",
         stacklevel=stacklevel,
     )
     return aside
+
+
+# ---------------------------------------------------------------------------- text files
+def _not_utf8(path, line_no: int, column: int, byte: int) -> ValueError:
+    return ValueError(
+        f"{path}:{line_no}: not UTF-8 text (byte {byte:#04x} at column {column}); is it "
+        "another encoding (re-encode it, e.g. iconv -f latin1 -t utf-8) or a binary file?"
+    )
+
+
+def utf8_lines(path) -> Iterator[tuple[int, str]]:
+    """``(line number, line)`` of a UTF-8 text file, read one line at a time.
+
+    Raises
+    ------
+    ValueError
+        A line that is not UTF-8 or holds a NUL byte (a binary file), naming the file, the
+        line and the column.
+    """
+    with open(path, "rb") as fh:
+        for line_no, raw in enumerate(fh, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise _not_utf8(path, line_no, err.start + 1, raw[err.start]) from None
+            if "\x00" in line:
+                raise _not_utf8(path, line_no, line.index("\x00") + 1, 0)
+            yield line_no, line
+
+
+def read_utf8(path) -> str:
+    """The text of a UTF-8 file; an undecodable or binary one raises as :func:`utf8_lines`."""
+    return "".join(line for _, line in utf8_lines(path))

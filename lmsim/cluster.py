@@ -314,9 +314,17 @@ def cluster_neurons(
 
     many = not np.isscalar(threshold)
     thresholds = [float(t) for t in (threshold if many else [threshold])]
+    # The largest distance 1 - |r| (or 1 - r) can take: beyond it, one cluster.
+    top, formula = (1.0, "1 - |r|") if absolute else (2.0, "1 - r")
     for t in thresholds:
         if not np.isfinite(t) or t < 0:
             raise ValueError(f"`threshold` must be a finite distance >= 0, got {t!r}")
+        if t > top:
+            raise ValueError(
+                f"`threshold`={t!r} is beyond the largest distance {formula} can take "
+                f"({top:g}): every neuron would fall in one cluster; cut at a distance in "
+                f"[0, {top:g}]"
+            )
     dist, _ = correlation_distances(
         X_or_moments,
         blocks,

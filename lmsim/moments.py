@@ -84,7 +84,8 @@ class Moments:
         if not dims:
             raise ValueError("`dims` must name at least one block, got an empty mapping")
         for name, width in dims.items():
-            if not isinstance(name, str) or int(width) <= 0:
+            is_int = isinstance(width, (int, np.integer)) and not isinstance(width, bool)
+            if not isinstance(name, str) or not is_int or width <= 0:
                 raise ValueError(
                     f"block {name!r} must have a positive integer width, got {width!r}"
                 )
@@ -123,6 +124,7 @@ class Moments:
         cls, acts: Mapping[str, np.ndarray | torch.Tensor], device: str | torch.device = "cpu"
     ) -> Moments:
         """Moments of raw activations ``{name: (n_samples, d_name)}`` in one call."""
+        acts = {name: _as_array(name, x) for name, x in acts.items()}
         mom = cls({name: _width(name, x) for name, x in acts.items()}, device=device)
         mom.update(acts)
         return mom
@@ -155,6 +157,7 @@ class Moments:
         extra = [name for name in acts if name not in self.dims]
         if extra:
             raise KeyError(f"chunk has unknown blocks {extra}; this accumulator holds {self.names}")
+        acts = {name: _as_array(name, acts[name]) for name in self.dims}
         rows = {name: _rows(name, acts[name]) for name in self.dims}
         if len(set(rows.values())) != 1:
             raise ValueError(f"all blocks of a chunk must have the same n_samples, got {rows}")
@@ -183,6 +186,17 @@ class Moments:
             raise ValueError(
                 f"non-finite activations (NaN or Inf) in blocks {bad}; with fp16 this is usually "
                 "overflow: extract in bfloat16 or float32 instead"
+            )
+        # Squares of centred values beyond ~1e154 overflow float64: the co-moment would turn
+        # inf and every neuron look constant or NaN downstream. Name it instead.
+        lo, hi = torch.aminmax(chunk)  # no |chunk| temporary
+        scale = max(-float(lo), float(hi))
+        if scale > _MAX_ABS:
+            bad = [n for n, sl in self._offsets.items() if chunk[:, sl].abs().max() > _MAX_ABS]
+            raise ValueError(
+                f"activations of blocks {bad} reach {scale:.3g} in magnitude: their products "
+                "overflow float64 (the co-moment would be inf); divide them by a constant "
+                "first (the similarity metrics are scale invariant)"
             )
         chunk.sub_(mean_b)
         n_a = self.n
@@ -566,6 +580,26 @@ def _mirror_upper(mat: torch.Tensor, block: int = 512) -> None:
         tile = mat[start:stop, start:stop]
         tile.copy_(tile.triu() + tile.triu(1).T)
         mat[stop:, start:stop].copy_(mat[start:stop, stop:].T)
+
+
+# As in lmsim.metrics: magnitudes whose squares, summed over any realistic number of samples,
+# stay inside float64's range.
+_MAX_ABS = 1e150
+
+
+def _as_array(name: str, x):
+    """``x`` itself when it is an array or tensor, else a numpy array of it; a ragged or
+    non-numeric list raises naming the block."""
+    if isinstance(x, (np.ndarray, torch.Tensor)):
+        return x
+    try:
+        arr = np.asarray(x, dtype=np.float64)
+    except (ValueError, TypeError) as err:
+        raise ValueError(
+            f"block {name!r} must be an array of numbers of shape (n_samples, d), got a "
+            f"{type(x).__name__} numpy cannot read as one (ragged rows?): {err}"
+        ) from None
+    return arr
 
 
 def _rows(name: str, x) -> int:

@@ -29,15 +29,13 @@ Dalvi et al. (2020), "Analyzing Redundancy in Pretrained Transformer Models", EM
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from lmsim._cache import cache_dir
-from lmsim._io import write_json_atomic
 from lmsim.brown import brown_categories, brown_package, read_brown_files, upos_sentences
 from lmsim.cluster import cluster_neurons, kept_per_block, representatives
 from lmsim.data import (
@@ -47,6 +45,7 @@ from lmsim.data import (
     silver_annotate,
     silver_parse,
 )
+from lmsim.data.annotation import _cached_sentences
 from lmsim.probe import train_probe
 from lmsim.udhr import read_udhr
 
@@ -108,11 +107,7 @@ def _silver(words: list[list[str]]) -> list[Sentence]:
     """:func:`lmsim.data.silver_annotate`, cached as JSON by the words' digest."""
     digest = hashlib.sha1("\n".join(" ".join(w) for w in words).encode()).hexdigest()[:16]
     path = cache_dir("data") / f"brown-{len(words)}-{digest}.silver.json"
-    if path.is_file():
-        return [Sentence(**d) for d in json.loads(path.read_text())]
-    sentences = silver_annotate(words)
-    write_json_atomic(path, [asdict(s) for s in sentences])
-    return sentences
+    return _cached_sentences(path, lambda: silver_annotate(words))
 
 
 def probing_sets(
@@ -228,11 +223,9 @@ def _udhr_silver(code: str) -> list[Sentence]:
     texts = [p.text for p in read_udhr(code)]
     digest = hashlib.sha1((pipeline + "\n" + "\n".join(texts)).encode()).hexdigest()[:16]
     path = cache_dir("data") / f"udhr-{code}-{digest}.silver.json"
-    if path.is_file():
-        return [Sentence(**d) for d in json.loads(path.read_text())]
-    sentences = [s for doc in silver_parse(texts, pipeline=pipeline) for s in doc]
-    write_json_atomic(path, [asdict(s) for s in sentences])
-    return sentences
+    return _cached_sentences(
+        path, lambda: [s for doc in silver_parse(texts, pipeline=pipeline) for s in doc]
+    )
 
 
 def transfer_set(source: str, n_sentences: int, *, max_words: int = 40) -> list[Sentence]:

@@ -3,7 +3,9 @@ with a given exception type and a message that names the problem (and usually th
 
 Each case is ``(category, id, call, exception type, regex)``; ``call(ctx)`` gets a
 :class:`Ctx` with a temporary folder, tiny models built from configs (never the hub) and
-helpers. Categories: models, extraction, metrics, moments, data, runner, zoo. The runner is
+helpers. Categories: models, extraction, metrics, moments, data, runner, zoo, labels
+(every task kind's labels and label names), analysis (probes, clustering, merging) and
+caches (files lmsim reads back, and folders it must not touch). The runner is
 driven in-process through ``reproduce.main``; a non-zero exit becomes :class:`CLIError`
 holding the status and what was printed to stderr, so a case can check both.
 """
@@ -14,6 +16,7 @@ import contextlib
 import io
 import json
 import re
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,9 +27,13 @@ import torch
 import yaml
 from safetensors.torch import save_file
 
-from lmsim import data, models, reproduce, tasks, zoo
+from lmsim import data, models, reproduce, tasks, twotower, zoo
+from lmsim.cluster import cluster_neurons
 from lmsim.extract import extract_activations, extract_moments
+from lmsim.finetune import FinetuneSettings, finetune, load_finetuned
 from lmsim.layersim import pairwise_by_model_pairs
+from lmsim.merge import load_fishers, load_grams, merge_models, save_fishers, save_grams
+from lmsim.merge_setups import published_stats
 from lmsim.metrics import (
     attnsim,
     linear_cka,
@@ -37,7 +44,7 @@ from lmsim.metrics import (
     svcca,
 )
 from lmsim.moments import Moments
-from lmsim.probe import train_probe
+from lmsim.probe import control_labels, get_top_neurons, train_probe
 from lmsim.selection import select_representatives
 from lmsim.subset_controls import paired_bootstrap
 from lmsim.training import TrainSettings
@@ -177,6 +184,57 @@ def _zoo_not_built(c: Ctx):
     return zoo.model_dir("mlm-s0", "smoke", build=False)
 
 
+# A tiny fine-tune: the labels are checked before any model is loaded.
+FT = FinetuneSettings(base="tiny-bert", max_length=12, batch_size=4, epochs=1.0, device="cpu")
+FT_TEXTS = ["the cat sat", "a dog barked", "the cat ran", "a dog sat"]
+
+
+def _finetune(c: Ctx, labels, names=("neg", "pos"), kind="single_label"):
+    return finetune(FT_TEXTS, labels, list(names), FT, kind=kind, name="bad-labels")
+
+
+def _task(train_labels, kind="single_label", names=("neg", "pos"), metric="accuracy"):
+    return tasks.Task("t", kind, names, metric, train=(["a"], train_labels), test=(["b"], [0]))
+
+
+def _emotion(c: Ctx, *rows, source="tec"):
+    """``load_task`` of a unified emotion file holding ``rows`` (str or bytes lines)."""
+    path = c.tmp / "unified.jsonl"
+    path.write_bytes(b"".join(r if isinstance(r, bytes) else (r + "\n").encode() for r in rows))
+    return data.load_task(f"emotion:{path}#{source}")
+
+
+ROW = '{"source": "tec", "text": "a happy day", "emotions": {"joy": 1}, "split": null}'
+
+
+def _foreign_folder_at_a_cache_path(c: Ctx):
+    """A user's folder where lmsim would keep a built model: refused, never moved."""
+    folder = c.tmp / "cache" / "models" / "tiny-bert"
+    folder.mkdir(parents=True)
+    (folder / "notes.txt").write_text("mine")
+    return models.load_model("tiny-bert", device="cpu")
+
+
+def _stats_file(c: Ctx, kind: str, keep: int | None, garbage: bool = False) -> Path:
+    """A Grams or Fishers file, cut to its first ``keep`` bytes or replaced by garbage."""
+    path = c.tmp / f"{kind}.safetensors"
+    save = save_grams if kind == "grams" else save_fishers
+    save(path, {"w": torch.eye(3, dtype=torch.float64)})
+    data_ = b"not a safetensors header" * 4 if garbage else path.read_bytes()[:keep]
+    path.write_bytes(data_)
+    return path
+
+
+def _corrupt_source_notebook(c: Ctx):
+    repo = c.tmp / "repo"
+    (repo / "notebooks" / "x").mkdir(parents=True)
+    (repo / "notebooks" / "x" / "01_a.ipynb").write_text('{"cells": [')  # cut short
+    manifest = {"chapters": [{"slug": "x", "notebooks": [{"name": "01_a"}]}]}
+    (repo / "notebooks" / "runs.yml").write_text(yaml.safe_dump(manifest))
+    c.repo = repo
+    return c.cli()
+
+
 # -------------------------------------------------------------------------------- cases
 E = "extraction"
 # fmt: off
@@ -220,6 +278,14 @@ CASES = [
      NotADirectoryError, r"lmsim cache .*afile.*LMSIM_CACHE.*is not a folder.*set LMSIM_CACHE"),
     ("models", "cache-read-only", _read_only_cache,
      PermissionError, r"lmsim cache .*ro.*LMSIM_CACHE.*not writable.*set LMSIM_CACHE"),
+    ("models", "config-without-model-type",
+     lambda c: (c.tmp / "e").mkdir() or (c.tmp / "e" / "config.json").write_text("{}")
+     and models.load_model(str(c.tmp / "e"), device="cpu"),
+     ValueError, r"e/config\.json' names no `model_type`: it is not a Hugging Face model config"),
+    ("models", "task-without-a-head",
+     lambda c: models.load_model("tiny-gpt2", device="cpu", task="masked-lm"),
+     ValueError, r"model 'tiny-gpt2' is a 'gpt2' model, which has no 'masked-lm' head in "
+     r"transformers; its tasks are \['base', 'causal-lm'"),
     # -------------------------------------------------------------- extraction
     (E, "texts-a-string", lambda c: c.extract("one text"),
      TypeError, r"`texts` must be a list of texts, got a single string; wrap it"),
@@ -230,6 +296,10 @@ CASES = [
      ValueError, r"texts\[1\] is empty or whitespace \(2 of 3"),
     (E, "texts-not-str", lambda c: c.extract([1, 2]),
      TypeError, r"texts\[0\] is int"),
+    (E, "texts-zero-width", lambda c: c.extract(["a cat", "\u200b\u200b"]),
+     ValueError, r"texts\[1\] \('\\u200b\\u200b'\) holds only invisible characters \(zero-width"),
+    (E, "texts-control-characters", lambda c: c.extract(["\x00\x01", "a cat"]),
+     ValueError, r"texts\[0\] .* holds only invisible characters .*1 of 2 texts"),
     (E, "pooling-unknown", lambda c: c.extract(pooling="max"),
      ValueError, r"`pooling` must be one of .*'max'"),
     (E, "subword-unknown", lambda c: c.extract(pooling="word", subword="middle"),
@@ -370,6 +440,13 @@ CASES = [
     ("moments", "update-missing-block",
      lambda c: Moments.load(c.mom_path).update({"m/layer.0": X}),
      KeyError, r"missing blocks \['m/layer\.1'\]"),
+    ("moments", "update-overflows-float64",
+     lambda c: Moments({"a": 2}).update({"a": np.arange(10.0).reshape(5, 2) * 1e200}),
+     ValueError, r"blocks \['a'\] reach 9e\+200 in magnitude: their products overflow float64"),
+    ("moments", "width-not-an-int", lambda c: Moments({"x": 3.7}),
+     ValueError, r"block 'x' must have a positive integer width, got 3\.7"),
+    ("moments", "ragged-rows", lambda c: Moments.from_arrays({"a": [[1.0, 2.0], [3.0]]}),
+     ValueError, r"block 'a' must be an array of numbers of shape \(n_samples, d\).*ragged"),
     ("moments", "merge-different-layouts",
      lambda c: Moments.load(c.mom_path).merge(Moments.from_arrays({"a": X})),
      ValueError, r"cannot merge moments of different blocks"),
@@ -398,6 +475,25 @@ CASES = [
      lambda c: (c.tmp / "e.conllu").write_text("# only a comment\n")
      and data.read_conllu(c.tmp / "e.conllu"),
      ValueError, r"e\.conllu: no sentences found"),
+    ("data", "conllu-latin1",
+     lambda c: c.conllu([_row(1, "caf\u00e9", 0)]).write_bytes(
+         c.conllu([_row(1, "caf\u00e9", 0)]).read_text().encode("latin-1"))
+     and data.read_conllu(c.tmp / "bad.conllu"),
+     ValueError, r"bad\.conllu:2: not UTF-8 text \(byte 0xe9 at column 6\)"),
+    ("data", "corpus-binary-file",
+     lambda c: (c.tmp / "c.txt").write_bytes(b"fine line\n\x89PNG\x00\x1a\n")
+     and data.load_corpus(str(c.tmp / "c.txt")),
+     ValueError, r"c\.txt:2: not UTF-8 text \(byte 0x89 at column 1\).*binary file"),
+    ("data", "emotion-json-list", lambda c: _emotion(c, ROW, "[1, 2]"),
+     ValueError, r"unified\.jsonl' line 2 is a JSON list, not an object"),
+    ("data", "emotion-value-not-a-number", lambda c: _emotion(c, ROW.replace("1}", '"high"}')),
+     ValueError, r"unified\.jsonl' line 1: emotion 'joy' is 'high'; emotion values are numbers"),
+    ("data", "emotion-latin1", lambda c: _emotion(c, ROW.replace("happy", "caf\u00e9").encode("latin-1")),
+     ValueError, r"unified\.jsonl:1: not UTF-8 text \(byte 0xe9"),
+    ("data", "emotion-split-typo",
+     lambda c: _emotion(c, *[ROW.replace('"tec"', '"x"').replace("null", '"tset"' if i == 1 else '"test"')
+                              for i in range(3)], source="x"),
+     ValueError, r"unified\.jsonl' line 2: split 'tset' is none of \['dev', 'test', 'train'"),
     ("data", "corpus-unknown", lambda c: data.load_corpus("nope"),
      ValueError, r"unknown corpus 'nope': use one of"),
     ("data", "corpus-split", lambda c: data.load_corpus("smoke", split="dev"),
@@ -475,6 +571,8 @@ CASES = [
      CLIError, r"exit 2: error: notebook x/01_gone is listed .* does not exist"),
     ("runner", "no-manifest", lambda c: setattr(c, "repo", c.tmp) or c.cli(),
      CLIError, r"exit 2: error: manifest .*runs\.yml' does not exist"),
+    ("runner", "source-notebook-corrupt", _corrupt_source_notebook,
+     CLIError, r"exit 2: error: notebook '.*x/01_a\.ipynb' cannot be read .*valid \.ipynb"),
     # --------------------------------------------------------------------- zoo
     ("zoo", "profile-unknown", lambda c: zoo.get_profile("huge"),
      ValueError, r"unknown zoo profile 'huge'"),
@@ -501,10 +599,91 @@ CASES = [
      ValueError, r"`vocab_size`=4 is smaller than the \d+ special tokens and characters"),
     ("zoo", "chunks-too-short", lambda c: zoo.make_chunks(np.arange(3), 16, 0),
      ValueError, r"the corpus has 3 tokens, fewer than one chunk of `seq_len`-1=15"),
+    # ------------------------------------------------------------------ labels
+    ("labels", "finetune-float-label", lambda c: _finetune(c, [0, 0.7, 1, 0]),
+     ValueError, r"task 'bad-labels': labels\[1\] is the float 0\.7; a single_label label is an "
+     r"int in range\(2\)"),
+    ("labels", "finetune-probabilities-as-multi-hot",
+     lambda c: _finetune(c, [[0.6, 0.4]] * 4, kind="multi_label"),
+     ValueError, r"labels\[0\] is \[0\.6, 0\.4\], which holds 0\.6 \(not 0 or 1\); a multi_label "
+     r"label is a multi-hot list of 2 zeros and ones"),
+    ("labels", "finetune-duplicate-label-names", lambda c: _finetune(c, [0, 1, 0, 1], ("a", "a")),
+     ValueError, r"`label_names` must be unique, got \['a'\] more than once"),
+    ("labels", "finetune-class-names-as-labels",
+     lambda c: _finetune(c, ["neg", "pos", "neg", "pos"]),
+     ValueError, r"labels\[0\] is the string 'neg' \(a class name: map names to their index in "
+     r"`label_names`\)"),
+    ("labels", "task-float-label", lambda c: _task([0.7]),
+     ValueError, r"'t' train labels\[0\] is the float 0\.7; a single_label label is an int"),
+    ("labels", "task-bool-label", lambda c: _task([True]),
+     ValueError, r"'t' train labels\[0\] is the bool True"),
+    ("labels", "token-tags-per-word",
+     lambda c: tasks.check_labels([[0]], "token", 3, [["a", "b"]]),
+     ValueError, r"labels\[0\] is a list of 1 tags for 2 words"),
+    ("labels", "label-names-a-string", lambda c: tasks.check_label_names("ab", "single_label"),
+     TypeError, r"`label_names` must be a list of str, got str 'ab'"),
+    # ---------------------------------------------------------------- analysis
+    ("analysis", "probe-nan-activations",
+     lambda c: train_probe(np.where(X > 1, np.nan, X), np.arange(30) % 2, device="cpu"),
+     ValueError, r"`X_train` contains \d+ non-finite values \(NaN or Inf\) \(first at index "),
+    ("analysis", "probe-activations-overflow-float32",
+     lambda c: train_probe(X, np.arange(30) % 2, X_dev=X * 1e200, y_dev=np.arange(30) % 2,
+                           device="cpu"),
+     ValueError, r"`X_dev` has values beyond float32's range \(3\.4e38\), in which the probe "),
+    ("analysis", "top-neurons-nan-weights", lambda c: get_top_neurons([[np.nan, 1.0]], 0.5),
+     ValueError, r"`weights` contains 1 non-finite values"),
+    ("analysis", "cluster-threshold-beyond-the-largest-distance",
+     lambda c: cluster_neurons(X, 1.5),
+     ValueError, r"`threshold`=1\.5 is beyond the largest distance 1 - \|r\| can take \(1\): every "
+     r"neuron would fall in one cluster"),
+    ("analysis", "control-labels-without-labels", lambda c: control_labels([], []),
+     ValueError, r"`y_train` must be a non-empty 1-D array of labels"),
+    ("analysis", "merge-a-single-model", lambda c: merge_models(torch.nn.Linear(3, 3)),
+     TypeError, r"`models` must be a list of models .*got a single Linear; pass them all"),
+    ("analysis", "merge-a-single-grams-dict",
+     lambda c: merge_models([torch.nn.Linear(3, 3)] * 2, grams={"w": torch.eye(3)}),
+     TypeError, r"`grams` must be a list with one entry per model, got a single dict"),
+    # ------------------------------------------------------------------- caches
+    ("caches", "load-finetuned-of-a-plain-folder",
+     lambda c: (c.tmp / "project" / "mymodel").mkdir(parents=True)
+     or load_finetuned(c.tmp / "project" / "mymodel"),
+     FileNotFoundError, r"project/mymodel' holds no finetune\.json .*it is not a fine-tuned model "
+     r"written by lmsim\.finetune"),
+    ("caches", "foreign-folder-at-a-cache-path", _foreign_folder_at_a_cache_path,
+     FileExistsError, r"models/tiny-bert' has no lmsim marker .*not an lmsim cache entry, and lmsim "
+     r"never moves or deletes what it did not write"),
+    ("caches", "load-two-tower-of-a-plain-folder", lambda c: twotower.load_two_tower(c.tmp),
+     FileNotFoundError, r"has no lmsim marker .*it is not a finished two-tower run"),
+    ("caches", "grams-truncated", lambda c: load_grams(_stats_file(c, "grams", 60)),
+     ValueError, r"grams\.safetensors' is not a readable grams file \(SafetensorError: .*\); it is "
+     r"truncated or not safetensors"),
+    ("caches", "grams-garbage-read-lazily",
+     lambda c: load_grams(_stats_file(c, "grams", None, garbage=True), lazy=True),
+     ValueError, r"grams\.safetensors' is not a readable grams file"),
+    ("caches", "fishers-truncated", lambda c: load_fishers(_stats_file(c, "fishers", 60)),
+     ValueError, r"fishers\.safetensors' is not a readable fishers file"),
+    ("caches", "merge-with-a-corrupt-grams-file",
+     lambda c: merge_models([torch.nn.Linear(3, 3)] * 2, grams=[_stats_file(c, "grams", 60)] * 2),
+     ValueError, r"grams\.safetensors' is not a readable grams file"),
+    ("caches", "published-stats-non-finite",
+     lambda c: published_stats("grams", "k", lambda: {"w": torch.full((2, 2), torch.nan)},
+                               root=c.tmp),
+     ValueError, r"the grams computed for 'k' hold NaN or Inf in 'w'; nothing was saved"),
 ]
 # fmt: on
 
-CATEGORIES = ("models", "extraction", "metrics", "moments", "data", "runner", "zoo")
+CATEGORIES = (
+    "models",
+    "extraction",
+    "metrics",
+    "moments",
+    "data",
+    "runner",
+    "zoo",
+    "labels",
+    "analysis",
+    "caches",
+)
 
 
 @pytest.mark.parametrize(
@@ -531,3 +710,18 @@ def test_battery_covers_every_category_and_ids_are_unique():
     counts = {cat: sum(c[0] == cat for c in CASES) for cat in CATEGORIES}
     assert all(n >= 5 for n in counts.values()), counts
     assert len(CASES) >= 60
+
+
+def test_truncation_at_the_models_own_limit_is_warned(ctx):
+    """A text longer than the model's positions is cut there: said when the caller set no
+    ``max_length`` (with one, truncating is what was asked)."""
+    long = "the cat sat on the mat " * 60
+    with pytest.warns(
+        UserWarning,
+        match=r"1 of 2 texts are longer than model 'bert''s 128 "
+        r"positions and were truncated there \(texts\[0\] has \d+ tokens\)",
+    ):
+        ctx.extract([long, "a cat"], cache=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ctx.extract([long, "a cat"], cache=False, max_length=16)

@@ -256,15 +256,20 @@ def test_kinds_and_forms_have_their_own_digests():
 
 def test_bad_labels_name_the_task_and_the_fix():
     texts = ["a b", "c d"]
-    with pytest.raises(ValueError, match="multi-hot 0/1 vectors of length 2"):
+    with pytest.raises(
+        ValueError,
+        match=r"labels\[0\] is \[0, 2\], which holds 2 .*multi-hot list of 2 zeros and ones",
+    ):
         _check_task("t", texts, [[0, 2], [1, 1]], ["x", "y"], "multi_label")
     with pytest.raises(ValueError, match="exactly 1"):
         _check_task("t", texts, [0.0, 1.0], ["x", "y"], "regression")
-    with pytest.raises(ValueError, match="finite floats"):
+    with pytest.raises(
+        ValueError, match=r"labels\[1\] is the non-finite nan; a regression label is a finite float"
+    ):
         _check_task("t", texts, [0.0, float("nan")], ["score"], "regression")
-    with pytest.raises(ValueError, match="2 words but 1 labels"):
+    with pytest.raises(ValueError, match="1 tags for 2 words"):
         _check_task("t", [["a", "b"]], [[0]], ["x", "y"], "token")
-    with pytest.raises(ValueError, match="per word ints in range\\(2\\)"):
+    with pytest.raises(ValueError, match=r"labels\[0\] is a tag that is 5, outside range\(2\)"):
         _check_task("t", [["a", "b"]], [[0, 5]], ["x", "y"], "token")
     with pytest.raises(ValueError, match="`kind` must be one of"):
         _check_task("t", texts, [0, 1], ["x", "y"], "ner")

@@ -232,3 +232,366 @@ def test_atomic_writes_of_one_file_from_two_threads_do_not_collide(tmp_path):
     assert not errors, errors[:1]
     assert json.loads(path.read_text())["k"] == 199
     assert sorted(p.name for p in tmp_path.iterdir()) == ["manifest.json"]
+
+
+# ------------------------------------------------- verified entries, owned folders only
+
+
+def _flip(path: Path, at: int = -64, n: int = 8) -> None:
+    """Overwrite ``n`` bytes near the end with 0xff (float NaNs): the same size, other bytes."""
+    data = bytearray(path.read_bytes())
+    data[at : at + n] = b"\xff" * n
+    path.write_bytes(bytes(data))
+
+
+def _tree(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+def test_load_finetuned_never_moves_or_deletes_what_it_does_not_own(tmp_path):
+    """Issue 33, defect 1: a folder without finetune.json is refused, and neither it nor
+    its parent is renamed or removed, however often it is asked for."""
+    from lmsim.finetune import load_finetuned
+    from lmsim.models import model_dir
+
+    project = tmp_path / "project"
+    (project / "mymodel").mkdir(parents=True)
+    (project / "notes.txt").write_text("results")
+    built = model_dir("tiny-bert")  # a whole lmsim entry, but not a fine-tune
+    before = _tree(tmp_path)
+    for target in (project / "mymodel", project / "mymodel", built, built / "config.json"):
+        with pytest.raises(FileNotFoundError, match="fine-tune"):
+            load_finetuned(target)
+    assert _tree(tmp_path) == before
+    assert (project / "notes.txt").read_text() == "results"
+
+
+def test_only_marked_entries_are_moved_and_corrupt_copies_are_numbered(tmp_path):
+    """A folder without lmsim's marker is never moved (nor at a cache path); each new
+    corruption of an entry gets its own ``.corrupt.<k>``, none overwrites an older one."""
+    from lmsim._io import entry_dir, move_aside, open_entry
+
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "data.txt").write_text("mine")
+    with pytest.raises(ValueError, match="refusing to move .*not an lmsim cache entry"):
+        move_aside(foreign, "test", "nothing")
+    with pytest.raises(FileExistsError, match="not an lmsim cache entry"):
+        open_entry(foreign, "recomputing it")
+    assert (foreign / "data.txt").read_text() == "mine"
+
+    entry = tmp_path / "entry"
+    for round_ in range(3):
+        with entry_dir(entry) as tmp:
+            (tmp / "payload.bin").write_bytes(bytes([round_]) * 100)
+        assert open_entry(entry, "rebuilding it")
+        _flip(entry / "payload.bin", at=10)
+        with pytest.warns(UserWarning, match=r"payload\.bin's sha256 differs"):
+            assert not open_entry(entry, "rebuilding it")
+    copies = sorted(p.name for p in tmp_path.glob("entry.corrupt*"))
+    assert copies == ["entry.corrupt", "entry.corrupt.1", "entry.corrupt.2"]
+    assert [(tmp_path / c / "payload.bin").read_bytes()[0] for c in copies] == [0, 1, 2]
+    shard = tmp_path / "shard.safetensors"  # a one-file entry (a shard, published stats)
+    for round_ in range(3):
+        shard.write_bytes(bytes([round_]))
+        with pytest.warns(UserWarning, match=r"moved it to shard\.safetensors\.corrupt"):
+            move_aside(shard, "test", "recomputing it")
+    files = sorted(tmp_path.glob("shard.safetensors.corrupt*"))
+    assert [(f.name[len("shard.safetensors") :], f.read_bytes()) for f in files] == [
+        (".corrupt", b"\x00"),
+        (".corrupt.1", b"\x01"),
+        (".corrupt.2", b"\x02"),
+    ]
+
+
+@pytest.mark.parametrize("kind", ["tiny-model", "zoo-model", "fine-tune"])
+def test_same_size_corruption_is_caught_by_sha256_and_rebuilt(kind):
+    """Issue 33, defect 3: overwritten weights of the same size (NaN bytes) are named,
+    moved aside and rebuilt to the same bytes; before, they loaded as NaN weights."""
+    import dataclasses
+
+    from safetensors.torch import load_file
+
+    if kind == "tiny-model":
+        from lmsim.models import model_dir
+
+        def build():
+            return model_dir("tiny-bert")
+    elif kind == "zoo-model":
+        prof = dataclasses.replace(TINY, name="sha", steps=2)
+
+        def build():
+            return zoo.model_dir("mlm-s0", prof)
+    else:
+        from lmsim.data import load_classification
+        from lmsim.finetune import FinetuneSettings, finetune
+
+        d = load_classification("smoke")
+        settings = FinetuneSettings(
+            base="tiny-bert", max_length=12, batch_size=8, epochs=1.0, lr=1e-2, device="cpu"
+        )
+
+        def build():
+            texts, labels = d["train_texts"][:16], d["train_labels"][:16]
+            return finetune(texts, labels, d["label_names"], settings, name="sha")
+
+    path = build()
+    weights = path / "model.safetensors"
+    before = {k: v.clone() for k, v in load_file(weights).items()}
+    size = weights.stat().st_size
+    _flip(weights)
+    assert weights.stat().st_size == size
+    with pytest.warns(
+        UserWarning, match=r"corrupt cache entry .*model\.safetensors's sha256 differs"
+    ):
+        again = build()
+    assert again == path and path.with_name(path.name + ".corrupt").is_dir()
+    after = load_file(path / "model.safetensors")
+    assert all(torch.equal(before[k], after[k]) for k in before)
+
+
+def test_an_entry_written_before_markers_is_adopted_not_rebuilt():
+    """Caches built by an earlier lmsim (no marker, sizes in their facts file) stay valid:
+    the first read checks their sizes and records every file's sha256."""
+    from lmsim._io import MARKER, entry_status
+    from lmsim.models import model_dir
+
+    path = model_dir("tiny-bert")
+    (path / MARKER).unlink()
+    stamp = (path / "model.safetensors").stat().st_mtime_ns
+    assert model_dir("tiny-bert") == path
+    assert (path / "model.safetensors").stat().st_mtime_ns == stamp, "not rebuilt"
+    assert entry_status(path) == ("whole", "")
+    _flip(path / "model.safetensors")
+    with pytest.warns(UserWarning, match="sha256 differs"):
+        model_dir("tiny-bert")
+
+
+def _deny_writes_under(monkeypatch, root: Path) -> None:
+    """A read-only cache, simulated (the tests may run as root, whom chmod does not stop):
+    creating folders or temporary folders below ``root`` fails, os.access says no."""
+    import tempfile
+
+    root = root.resolve()
+
+    def below(path) -> bool:
+        return Path(path).resolve().is_relative_to(root)
+
+    real_mkdir, real_mkdtemp, real_access = Path.mkdir, tempfile.mkdtemp, os.access
+
+    def mkdir(self, *args, **kwargs):
+        if below(self):
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_mkdir(self, *args, **kwargs)
+
+    def mkdtemp(*args, dir=None, **kwargs):
+        if dir is not None and below(dir):
+            raise PermissionError(13, "Permission denied", str(dir))
+        return real_mkdtemp(*args, dir=dir, **kwargs)
+
+    def access(path, mode, *args, **kwargs):
+        if mode & os.W_OK and below(path):
+            return False
+        return real_access(path, mode, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", mkdir)
+    monkeypatch.setattr(tempfile, "mkdtemp", mkdtemp)
+    monkeypatch.setattr(os, "access", access)
+
+
+def test_a_read_only_cache_is_read_and_writing_to_it_is_named(monkeypatch):
+    """Issue 33, defect 2: a shared cache that already holds a built model, and is not
+    writable, serves it; only building something new there fails, naming the folder."""
+    from lmsim.extract import extract_moments
+    from lmsim.models import load_model
+
+    texts = ["the cat sat on the mat", "a dog barked"]
+    kw = {"device": "cpu", "progress": False}
+    before = extract_moments(["tiny-bert"], texts, cache=False, **kw)
+    cached = extract_moments(["tiny-bert"], texts, cache=True, **kw)
+    _deny_writes_under(monkeypatch, Path(os.environ["LMSIM_CACHE"]))
+    again = extract_moments(["tiny-bert"], texts, cache=False, **kw)
+    assert torch.equal(again._comoment, before._comoment)
+    assert torch.equal(extract_moments(["tiny-bert"], texts, **kw)._comoment, cached._comoment)
+    load_model("tiny-bert", device="cpu")
+    with pytest.raises(
+        PermissionError,
+        match=r"cannot write .*tiny-gpt2.*models' is not "
+        r"writable .*set LMSIM_CACHE to a writable folder",
+    ):
+        load_model("tiny-gpt2", device="cpu")
+
+
+def test_published_stats_recompute_a_file_holding_nan(tmp_path):
+    """Issue 33, defect 9: statistics overwritten with NaN, or saved with NaN by an earlier
+    lmsim, are recomputed (before, the lazy read returned them and the merge failed later)."""
+    from safetensors.torch import save_file
+
+    from lmsim.merge_setups import published_stats
+
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return {"w": torch.eye(4, dtype=torch.float64)}
+
+    path = tmp_path / "m.grams.safetensors"
+    published_stats("grams", "m", compute, root=tmp_path)
+    _flip(path, at=-16)  # NaN bytes over the last Gram entries, same size
+    with pytest.warns(UserWarning, match=r"m\.grams\.safetensors's sha256 differs"):
+        out = published_stats("grams", "m", compute, root=tmp_path)
+    assert len(calls) == 2 and torch.equal(out["w"], torch.eye(4, dtype=torch.float64))
+    # A file written before markers, holding NaN: lmsim's by its header, damaged.
+    legacy = tmp_path / "old.grams.safetensors"
+    meta = {"lmsim_kind": "grams", "lmsim_format": "1", "shapes": '{"w": [4, 4]}', "user": "{}"}
+    save_file({"w": torch.full((4, 4), torch.nan, dtype=torch.float64)}, str(legacy), meta)
+    with pytest.warns(UserWarning, match=r"old\.grams\.safetensors: .*NaN"):
+        out = published_stats("grams", "old", compute, root=tmp_path)
+    assert len(calls) == 3 and torch.isfinite(out["w"]).all()
+    assert (tmp_path / "old.grams.safetensors.corrupt").is_file()
+
+
+# ------------------------------------------------------------------ two-tower runs heal
+
+
+def _tower_settings():
+    from lmsim import twotower as tt
+
+    settings = tt.TwoTowerSettings(
+        corpora=("smoke",),
+        tokenizer="train:200",
+        seq_len=12,
+        batch_size=4,
+        steps=4,
+        head_steps=4,
+        eval_every=2,
+        checkpoint_every=2,
+        n_eval_chunks=4,
+        device="cpu",
+    )
+    spec = tt.RunSpec("elmo-s0", tt.TowerConfig("elmo", hidden=8, layers=2, heads=2), seed=0)
+    return tt, settings, spec
+
+
+def _weights(path: Path) -> dict:
+    return torch.load(path / "weights.pt", weights_only=True)
+
+
+def _same(a: dict, b: dict) -> bool:
+    return all(torch.equal(a[p][k], b[p][k]) for p in ("model", "heads") for k in a[p])
+
+
+def test_a_damaged_two_tower_run_is_named_and_retrained():
+    """Issue 33, defect 6: a truncated weights.pt no longer counts as a finished run, and
+    load_two_tower names the file instead of failing in torch's zip reader."""
+    tt, settings, spec = _tower_settings()
+    path = tt.train_two_tower(spec, settings, "heal", progress=False)
+    good = _weights(path)
+    _truncate(path / "weights.pt")
+    with pytest.raises(ValueError, match=r"weights\.pt .*differs|weights\.pt has \d+ bytes"):
+        tt.load_two_tower(path)
+    with pytest.warns(UserWarning, match=r"corrupt cache entry .*weights\.pt has \d+ bytes"):
+        again = tt.train_two_tower(spec, settings, "heal", progress=False)
+    assert again == path and _same(good, _weights(path))
+    assert tt.load_two_tower(path).facts["frozen_bit_identical"]
+
+
+def test_a_corrupt_phase1_state_is_redone_and_the_run_still_matches(tmp_path):
+    """Issue 33, defect 6: phase1.pt is read under the same guard: a corrupt one is moved
+    aside and phase 1 trained again, to the same weights as an uninterrupted run."""
+    tt, settings, spec = _tower_settings()
+    whole = _weights(tt.train_two_tower(spec, settings, "p1-whole", progress=False))
+    tt.train_two_tower(spec, settings, "p1", progress=False, _stop_after=2)
+    work = tt.train_two_tower(spec, settings, "p1", progress=False, _stop_after=2)
+    assert (work / "phase1.pt").is_file(), "phase 1 done, phase 2 interrupted"
+    (work / "phase1.pt").write_bytes(b"PK\x03\x04 not a torch file")
+    with pytest.warns(UserWarning, match=r"phase1\.pt"):
+        path = tt.train_two_tower(spec, settings, "p1", progress=False)
+    assert _same(whole, _weights(path))
+
+
+def test_a_kill_in_the_second_head_keeps_the_finished_first_one(monkeypatch):
+    """Issue 33, defect 11: after an interruption in phase 2's tower 2, tower 1's finished
+    head is read back, not trained again; the run equals an uninterrupted one."""
+    import lmsim.twotower.training as training
+
+    tt, settings, spec = _tower_settings()
+    whole = _weights(tt.train_two_tower(spec, settings, "k-whole", progress=False))
+    real_train, calls, interrupt = training.train, [], [True]
+
+    def train(run, train_settings, work, device, desc, progress, stop_after):
+        calls.append(desc)
+        stop = 2 if interrupt[0] and desc.endswith("head 2") else stop_after
+        return real_train(run, train_settings, work, device, desc, progress, stop)
+
+    monkeypatch.setattr(training, "train", train)
+    work = tt.train_two_tower(spec, settings, "k", progress=False)
+    assert work.name.endswith(".partial") and calls[-1].endswith("head 2")
+    interrupt[0] = False
+    del calls[:]
+    path = tt.train_two_tower(spec, settings, "k", progress=False)
+    assert calls == ["elmo-s0 head 2"], "only tower 2's head is trained on (phase 1, tower 1 read)"
+    assert _same(whole, _weights(path))
+
+
+# ------------------------------------------------------------------- the runner's files
+
+
+def test_a_corrupt_times_file_does_not_fail_a_finished_run(tmp_path, capsys):
+    """Issue 33, defect 7: every run used to end in a traceback (exit 1) after writing good
+    pages when _build/<profile>_times.json was corrupt."""
+    import nbformat
+    import yaml
+
+    from lmsim import reproduce
+
+    repo = tmp_path / "repo"
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("# Demo"),
+        nbformat.v4.new_code_cell("n: int = 2  # a count", metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell("print(n)"),
+    ]
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    (repo / "notebooks" / "demo").mkdir(parents=True)
+    nbformat.write(nb, str(repo / "notebooks" / "demo" / "01_a.ipynb"))
+    manifest = {"chapters": [{"slug": "demo", "title": "Demo", "notebooks": [{"name": "01_a"}]}]}
+    (repo / "notebooks" / "runs.yml").write_text(yaml.safe_dump(manifest))
+    times = repo / "_build" / "default_times.json"
+    times.parent.mkdir(parents=True)
+    times.write_text('{"demo/01_a": {"wall_t')  # cut short by a crash
+    argv = ["--root", str(repo), "--profile", "default", "--no-progress"]
+    assert reproduce.main(argv) == 0
+    assert "default_times.json is unreadable" in capsys.readouterr().err
+    assert json.loads(times.read_text())["demo/01_a"]["status"] == "ok"
+    assert (repo / "book" / "demo" / "01_a.ipynb").is_file()
+
+
+def test_file_hashes_are_remembered_only_while_a_settled_file_is_unchanged(tmp_path, monkeypatch):
+    """A model folder is hashed once per process, not by every loader that checks it; a
+    file written just before (file times tick in milliseconds) is never remembered."""
+    import time
+
+    from lmsim import _io
+
+    path = tmp_path / "f.bin"
+    path.write_bytes(b"a" * 1000)
+    opened, real_open = [], open
+
+    def counting_open(file, *args, **kwargs):
+        opened.append(file)
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(_io, "open", counting_open, raising=False)
+    first = _io.file_record(path)
+    assert _io.file_record(path) == first and len(opened) == 2, "just written: hashed again"
+    monkeypatch.setattr(_io, "_SETTLED_NS", -(10**15))  # as if written long ago
+    _io.file_record(path)
+    assert _io.file_record(path) == first and len(opened) == 3, "unchanged: remembered"
+    time.sleep(0.05)
+    path.write_bytes(b"b" * 1000)  # the same size, a later change time
+    assert _io.file_record(path)["sha256"] != first["sha256"]

@@ -15,7 +15,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from lmsim._cache import cache_dir
-from lmsim._io import write_json_atomic
+from lmsim._io import open_entry, write_entry_file
 from lmsim.data.corpora import _check_split, load_corpus
 from lmsim.data.smoke import _smoke_split_sentences
 from lmsim.data.treebanks import Sentence, read_conllu
@@ -147,6 +147,29 @@ def silver_parse(
     ]
 
 
+def _legacy_json(path: Path) -> dict | None:
+    """A sentences file cached before entry markers: whole when it parses as a list."""
+    try:
+        ok = isinstance(json.loads(path.read_text(encoding="utf-8")), list)
+    except (OSError, ValueError):
+        return None
+    return {} if ok else None
+
+
+def _cached_sentences(path: Path, compute) -> list[Sentence]:
+    """Sentences cached as JSON at ``path`` (a verified one-file cache entry), computed by
+    ``compute()`` and written when absent; a damaged file is named, moved aside, redone."""
+    if open_entry(path, "annotating again", legacy=_legacy_json, stacklevel=4):
+        try:
+            return [Sentence(**d) for d in json.loads(path.read_text(encoding="utf-8"))]
+        except (TypeError, ValueError) as err:  # whole, but not sentences: a foreign format
+            raise ValueError(f"{path} does not hold annotated sentences ({err})") from None
+    sentences = compute()
+    text = json.dumps([asdict(s) for s in sentences])
+    write_entry_file(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    return sentences
+
+
 def _annotation_cache(name: str, split: str, sentences: Sequence[Sequence[str]]) -> Path:
     digest = hashlib.sha1("\n".join(" ".join(s) for s in sentences).encode()).hexdigest()[:12]
     return cache_dir("data") / f"{name}-{split}-{len(sentences)}-{digest}.silver.json"
@@ -181,11 +204,7 @@ def load_sentences(
     if name == "ptb":
         words = [line.split() for line in load_corpus("ptb", split, max_docs=max_sentences)]
         path = _annotation_cache("ptb", split, words)
-        if path.is_file():
-            return [Sentence(**d) for d in json.loads(path.read_text())]
-        sentences = silver_annotate(words, progress=len(words) > 1000)
-        write_json_atomic(path, [asdict(s) for s in sentences])
-        return sentences
+        return _cached_sentences(path, lambda: silver_annotate(words, progress=len(words) > 1000))
     if str(name).endswith(".conllu"):
         sentences = read_conllu(name)
         return sentences[:max_sentences] if max_sentences else sentences

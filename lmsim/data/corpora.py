@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from lmsim._io import utf8_lines
 from lmsim._packages import package_dir
 from lmsim.data.smoke import _smoke_texts
 
@@ -70,10 +71,9 @@ def _read_text_path(path: Path) -> Iterator[str]:
 
 def _file_lines(files: Sequence[Path]) -> Iterator[str]:
     for file in files:
-        with open(file, encoding="utf-8") as fh:
-            for line in fh:
-                if line.strip():
-                    yield line.strip()
+        for _, line in utf8_lines(file):
+            if line.strip():
+                yield line.strip()
 
 
 def _hf_lines(spec: str, split: str) -> Iterator[str]:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from lmsim._io import utf8_lines
 from lmsim.tasks import Task
 
 # The unified collection's fixed emotion list (Bostan & Klinger 2018, create_unified_dataset):
@@ -40,8 +41,18 @@ def _split_70_10_20(n: int, seed: int) -> dict[str, list[int]]:
     return {"train": order[:a], "validation": order[a:b], "test": order[b:]}
 
 
-def _emotion_value(value) -> int:
-    return int(value is not None and float(value) > _EMOTION_THRESHOLD)
+def _emotion_value(value, where: str) -> int:
+    """1 when an emotion value is present (> 0.1), 0 when not or null; anything but a
+    number raises naming ``where`` (the file, line and emotion)."""
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        raise ValueError(f"{where} is {value!r}; emotion values are numbers (or null)")
+    return int(value > _EMOTION_THRESHOLD)
+
+
+_SPLITS = {"train": "train", "dev": "validation", "validation": "validation"}
+_SPLITS |= {"trial": "validation", "test": "test"}
 
 
 def emotion_task(path: str | os.PathLike, source: str, seed: int = 0) -> Task:
@@ -91,17 +102,23 @@ def emotion_task(path: str | os.PathLike, source: str, seed: int = 0) -> Task:
             "https://github.com/sarnthil/unify-emotion-datasets and pass its path"
         )
     rows, sources = [], set()
-    with open(path, encoding="utf-8") as fh:
-        for line_no, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{str(path)!r} line {line_no} is not JSON: {err}") from err
-            sources.add(row.get("source"))
-            if row.get("source") == source:
-                rows.append(row)
+    for line_no, line in utf8_lines(path):
+        where = f"{str(path)!r} line {line_no}"
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{where} is not JSON: {err}") from None
+        if not isinstance(row, dict):
+            raise ValueError(
+                f"{where} is a JSON {type(row).__name__}, not an object with 'source', "
+                "'text', 'emotions' and 'split'"
+            )
+        row["_line"] = line_no
+        sources.add(row.get("source"))
+        if row.get("source") == source:
+            rows.append(row)
     if not rows:
         raise ValueError(
             f"source {source!r} not in {str(path)!r}; it holds {sorted(map(str, sources))}"
@@ -112,19 +129,33 @@ def emotion_task(path: str | os.PathLike, source: str, seed: int = 0) -> Task:
         if not text:
             n_empty += 1
             continue
+        where = f"{str(path)!r} line {row['_line']}"
         emotions = row.get("emotions") or {}
+        if not isinstance(emotions, dict):
+            raise ValueError(f"{where}: 'emotions' must be an object, got {emotions!r:.60}")
         unknown = set(emotions) - set(EMOTIONS)
         if unknown:
-            raise ValueError(f"{source!r} uses emotions {sorted(unknown)} outside {EMOTIONS}")
+            raise ValueError(f"{where}: emotions {sorted(unknown)} are outside {EMOTIONS}")
         annotated |= {e for e, v in emotions.items() if v is not None}
         texts.append(text)
-        labels.append([_emotion_value(emotions.get(e)) for e in EMOTIONS])
+        labels.append(
+            [_emotion_value(emotions.get(e), f"{where}: emotion {e!r}") for e in EMOTIONS]
+        )
     annotated_names = tuple(e for e in EMOTIONS if e in annotated)
     ood = source in EMOTION_SOURCES_OOD
     scored = tuple(e for e in annotated_names if e in EMOTIONS_OOD) if ood else annotated_names
     if not scored:
         raise ValueError(f"source {source!r} annotates none of the emotions scored")
-    splits = [(row.get("split") or None) for row in rows if str(row.get("text") or "").strip()]
+    kept = [row for row in rows if str(row.get("text") or "").strip()]
+    splits = [row.get("split") or None for row in kept]
+    unknown = [(row["_line"], s) for row, s in zip(kept, splits) if s and s not in _SPLITS]
+    if unknown:
+        line, value = unknown[0]
+        raise ValueError(
+            f"{str(path)!r} line {line}: split {value!r} is none of {sorted(_SPLITS)} "
+            f"({len(unknown)} such rows of {source!r}); fix the value (a typo would "
+            "silently put a test row in train)"
+        )
     n = len(texts)
     if ood:
         idx = {"train": [], "test": list(range(n))}
@@ -133,11 +164,9 @@ def emotion_task(path: str | os.PathLike, source: str, seed: int = 0) -> Task:
         idx = _split_70_10_20(n, seed)
         how = f"seeded 70/10/20 split (seed {seed})"
     else:
-        names = {"train": "train", "dev": "validation", "validation": "validation"}
-        names |= {"trial": "validation", "test": "test"}
         idx = {"train": [], "validation": [], "test": []}
         for i, s in enumerate(splits):
-            idx[names.get(str(s), "train")].append(i)
+            idx[_SPLITS[s] if s else "train"].append(i)
         how = "the source's own splits"
     parts = {
         p: ([texts[i] for i in v], [labels[i] for i in v])

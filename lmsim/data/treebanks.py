@@ -11,6 +11,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from lmsim._io import read_utf8
+
 
 @dataclass
 class Sentence:
@@ -67,7 +69,7 @@ def read_conllu(path: str | os.PathLike) -> list[Sentence]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no CoNLL-U file at {str(path)!r}")
-    text = path.read_text(encoding="utf-8")
+    text = read_utf8(path)
     _validate_conllu_lines(text, path)
     try:
         token_lists = conllu.parse(text)

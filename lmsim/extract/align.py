@@ -7,6 +7,7 @@ A text's rows are weighted gathers of its hidden states: the mean over its real 
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -16,6 +17,7 @@ from lmsim.encoding import word_tokenizer as _word_tokenizer
 from lmsim.extract.runs import _Run
 
 POOLINGS = ("mean", "word", "token")
+_CALLER = 7  # warnings point at the extract_moments call (extract_moments -> ... -> _encode)
 SUBWORDS = ("last", "first", "mean")
 
 
@@ -72,7 +74,20 @@ def _check_texts(texts, pooling: str) -> list:
                 f"texts[{empty[0]}] is empty or whitespace ({len(empty)} of {len(texts)} "
                 "texts are): drop them first, e.g. [t for t in texts if t.strip()]"
             )
+        unseen = [i for i, text in enumerate(texts) if not _has_visible(text)]
+        if unseen:
+            raise ValueError(
+                f"texts[{unseen[0]}] ({texts[unseen[0]]!r:.40}) holds only invisible "
+                f"characters (zero-width, control or format characters; {len(unseen)} of "
+                f"{len(texts)} texts do): drop or clean them first"
+            )
     return texts
+
+
+def _has_visible(text: str) -> bool:
+    """Whether ``text`` has a character that is neither white space nor invisible (control,
+    format such as U+200B, or unassigned): what a reader would see as text."""
+    return any(c.isprintable() and not c.isspace() for c in text)
 
 
 def _encode(
@@ -94,6 +109,10 @@ def _encode(
         enc = tokenizer(texts, **kwargs)
     ids = [list(x) for x in enc["input_ids"]]
     word_ids = [enc.word_ids(i) for i in range(len(ids))] if pooling == "word" else None
+    if pooling != "word":
+        _check_not_only_special(run, texts, ids)
+        if run.implicit_max_length:
+            _warn_truncated(run, texts, ids)
     rows, pos, weight, n_rows = [], [], [], []
     for i, seq in enumerate(ids):
         n = len(seq)
@@ -121,6 +140,37 @@ def _encode(
     return _Encoded(
         ids=ids, rows=rows, pos=pos, weight=weight, n_rows=np.array(n_rows), word_ids=word_ids
     )
+
+
+def _check_not_only_special(run: _Run, texts: list, ids: list[list[int]]) -> None:
+    """A text the tokenizer turns into special tokens alone (``[CLS] [SEP]``) would be
+    pooled from them: a row that describes the tokenizer, not the text."""
+    special = set(getattr(run.tokenizer, "all_special_ids", []) or [])
+    bare = [i for i, seq in enumerate(ids) if seq and all(t in special for t in seq)]
+    if bare:
+        raise ValueError(
+            f"texts[{bare[0]}] ({texts[bare[0]]!r:.40}) gives only special tokens with model "
+            f"{run.name!r}'s tokenizer ({len(bare)} of {len(texts)} texts do): it has no "
+            "character the tokenizer keeps; drop or clean those texts"
+        )
+
+
+def _warn_truncated(run: _Run, texts: list, ids: list[list[int]]) -> None:
+    """Warn when texts were cut at the model's own limit (the caller set no max_length)."""
+    full = [i for i, seq in enumerate(ids) if len(seq) >= run.max_length]
+    if not full:
+        return
+    longest = run.tokenizer([texts[i] for i in full], verbose=False)["input_ids"]
+    lengths = [len(x) for x in longest]
+    cut = [(i, n) for i, n in zip(full, lengths) if n > run.max_length]
+    if cut:
+        warnings.warn(
+            f"{len(cut)} of {len(texts)} texts are longer than model {run.name!r}'s "
+            f"{run.max_length} positions and were truncated there (texts[{cut[0][0]}] has "
+            f"{cut[0][1]} tokens); split long texts into pieces, or pass max_length to "
+            "truncate on purpose",
+            stacklevel=_CALLER,
+        )
 
 
 def _word_rows(word_ids: list, n_words: int, subword: str, i: int, run: _Run):

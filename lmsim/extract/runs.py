@@ -30,6 +30,9 @@ class _Run:
     layers: list[int] = field(default_factory=list)
     max_length: int = 0
     pad_id: int = 0
+    # True when ``max_length`` is the model's own limit, not one the caller asked for: then
+    # a text cut there is reported (the caller did not choose to truncate).
+    implicit_max_length: bool = False
 
 
 def _load_models(models, device, dtype, zoo_profile) -> list[tuple[str, nn.Module, object]]:
@@ -168,6 +171,7 @@ def _prepare(models, layers, max_length, device, dtype, zoo_profile="default") -
                 tokenizer=tokenizer,
                 layers=_resolve_layers(layers, name, n_layers),
                 max_length=int(max_length if max_length is not None else limit),
+                implicit_max_length=max_length is None,
                 pad_id=int(pad_id),
             )
         )

@@ -9,6 +9,7 @@ import math
 from dataclasses import dataclass
 
 from lmsim.encoding import check_kind, input_form
+from lmsim.tasks import check_label_names, check_labels
 
 _FORMAT = 1  # bump when training changes what a digest's weights are
 _FREEZE = ("none", "bottom", "top")
@@ -100,41 +101,14 @@ class FinetuneSettings:
 
 
 # ====================================================================== data
-def _check_labels(name: str, kind: str, inputs: list, labels, n_labels: int) -> list:
-    """Labels in the kind's JSON-able form; raises naming the task and the bad entries."""
-    if kind == "single_label":
-        labels = [int(y) for y in labels]
-        bad = sorted({y for y in labels if not 0 <= y < n_labels})
-    elif kind == "regression":
-        labels = [float(y) for y in labels]
-        bad = [y for y in labels if not math.isfinite(y)]
-    elif kind == "multi_label":
-        labels = [[int(v) for v in y] for y in labels]
-        bad = [y for y in labels if len(y) != n_labels or not set(y) <= {0, 1}]
-    else:
-        labels = [[int(v) for v in y] for y in labels]
-        bad = [y for y in labels if not all(0 <= v < n_labels for v in y)]
-        lengths = [i for i, (x, y) in enumerate(zip(inputs, labels)) if len(x) != len(y)]
-        if lengths:
-            raise ValueError(
-                f"task {name!r}: inputs[{lengths[0]}] has {len(inputs[lengths[0]])} words but "
-                f"{len(labels[lengths[0]])} labels; token labels are one per word"
-            )
-    if bad:
-        wanted = {
-            "single_label": f"ints in range({n_labels}) indexing `label_names`",
-            "regression": "finite floats",
-            "multi_label": f"multi-hot 0/1 vectors of length {n_labels}",
-            "token": f"per word ints in range({n_labels}) indexing `label_names`",
-        }[kind]
-        raise ValueError(f"task {name!r}: labels {bad[:5]} are outside range; labels are {wanted}")
-    return labels
-
-
 def _check_task(name: str, inputs, labels, label_names, kind: str = "single_label") -> tuple:
-    """``(inputs, labels, label_names, kind)`` checked and normalised for one task."""
+    """``(inputs, labels, label_names, kind)`` checked and normalised for one task
+    (labels and label names by :func:`lmsim.tasks.check_labels` and
+    :func:`lmsim.tasks.check_label_names`, as every task kind is checked)."""
     check_kind(kind)
-    inputs, labels, label_names = list(inputs), list(labels), [str(n) for n in label_names]
+    if isinstance(labels, (str, bytes)):
+        raise TypeError(f"task {name!r}: `labels` must be a list, got a single string")
+    inputs, labels = list(inputs), list(labels)
     if not inputs:
         raise ValueError(f"task {name!r}: `texts` is empty; pass the training inputs")
     if len(inputs) != len(labels):
@@ -143,11 +117,9 @@ def _check_task(name: str, inputs, labels, label_names, kind: str = "single_labe
             f"and {len(labels)}"
         )
     input_form(inputs, kind)
-    least = {"regression": 1, "multi_label": 1}.get(kind, 2)
-    if len(label_names) < least or (kind == "regression" and len(label_names) != 1):
-        wanted = "exactly 1 (e.g. ['score'])" if kind == "regression" else f"at least {least}"
-        raise ValueError(f"task {name!r}: {kind} needs {wanted} label names, got {label_names}")
-    labels = _check_labels(name, kind, inputs, labels, len(label_names))
+    where = f"task {name!r}: `label_names`"
+    label_names = list(check_label_names(label_names, kind, where=where))
+    labels = check_labels(labels, kind, len(label_names), inputs, where=f"task {name!r}: labels")
     return inputs, labels, label_names, kind
 
 

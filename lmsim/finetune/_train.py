@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from lmsim._cache import cache_dir
-from lmsim._io import atomic_dir, move_aside
+from lmsim._io import MARKER, entry_dir, open_entry, verify_entry
 from lmsim._runtime import quiet_transformers, resolve_device
 from lmsim.encoding import IGNORE_INDEX, encode_inputs, pad_batch
 from lmsim.extract import model_inputs
@@ -90,20 +90,18 @@ def _run(models, encoded, labels, task_of, kinds, settings: FinetuneSettings, pa
     return TrainingRun(modules, loss_fn, None, total)
 
 
+def _legacy_sizes(path: Path) -> dict | None:
+    """Sizes ``finetune.json`` recorded in a folder written before entry markers."""
+    facts = path / _FACTS
+    if not facts.is_file():
+        return None
+    return dict(json.loads(facts.read_text())["files"])
+
+
 def _is_built(path: Path) -> bool:
-    if not path.exists():
-        return False
-    try:
-        facts = json.loads((path / _FACTS).read_text())
-        for file, size in facts["files"].items():
-            if not (path / file).is_file():
-                raise FileNotFoundError(f"{path / file} is missing")
-            if (path / file).stat().st_size != size:
-                raise ValueError(f"{path / file} has another size than the {size} bytes written")
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        move_aside(path, str(err), "training it again", stacklevel=5)
-        return False
-    return True
+    """Whether the cache folder ``path`` holds a whole fine-tune (sizes and sha256 checked);
+    a damaged one is named, moved aside and trained again."""
+    return open_entry(path, "training it again", legacy=_legacy_sizes, stacklevel=5)
 
 
 def _build(
@@ -143,7 +141,7 @@ def _build(
     trained = train(run, train_settings, work, device, name, progress, stop_after)
     if not trained["finished"]:  # interrupted on purpose (tests): the checkpoint stays
         return None
-    with atomic_dir(path) as tmp, quiet_transformers(True):
+    with entry_dir(path) as tmp, quiet_transformers(True):
         for task, model in zip(tasks, models):
             folder = tmp / task if len(tasks) > 1 else tmp
             model.save_pretrained(folder, safe_serialization=True)
@@ -169,7 +167,9 @@ def _build(
             "torch": torch.__version__,
         }
         facts["files"] = {
-            str(p.relative_to(tmp)): p.stat().st_size for p in sorted(tmp.rglob("*")) if p.is_file()
+            str(p.relative_to(tmp)): p.stat().st_size
+            for p in sorted(tmp.rglob("*"))
+            if p.is_file() and p.name != MARKER
         }
         (tmp / _FACTS).write_text(json.dumps(facts, indent=2))
     shutil.rmtree(work, ignore_errors=True)
@@ -263,31 +263,62 @@ def finetune_multitask(
     return {task: path / task for task in tasks}
 
 
+def _top(path: Path) -> Path | None:
+    """The entry folder of a fine-tune: ``path``, or its parent for one task of a
+    multitask run (the parent holds ``finetune.json``); None when neither does."""
+    if (path / _FACTS).is_file():
+        return path
+    if (path / "config.json").is_file() and (path.parent / _FACTS).is_file():
+        return path.parent
+    return None
+
+
+def _not_a_finetune(path) -> FileNotFoundError:
+    return FileNotFoundError(
+        f"{str(path)!r} holds no {_FACTS} (nor does its parent, as for one task of a "
+        "multitask run): it is not a fine-tuned model written by lmsim.finetune; train one "
+        "with lmsim.finetune.finetune"
+    )
+
+
 def finetune_facts(path) -> dict:
     """The ``finetune.json`` of a fine-tuned model folder (or of its multitask parent)."""
-    path = Path(path)
-    facts = path / _FACTS if (path / _FACTS).is_file() else path.parent / _FACTS
-    return json.loads(facts.read_text())
+    top = _top(Path(path))
+    if top is None:
+        raise _not_a_finetune(path)
+    return json.loads((top / _FACTS).read_text())
 
 
 def load_finetuned(path, device: str = "auto"):
-    """Load a folder written by :func:`finetune` after checking its recorded file sizes.
+    """Load a folder written by :func:`finetune` after checking every file's recorded size
+    and sha256.
 
     The class follows ``config.architectures``: a token classifier for ``kind="token"``,
-    a sequence classifier otherwise.
+    a sequence classifier otherwise. Nothing is moved or deleted: a damaged folder is
+    named in the error (a cached one is trained again by calling :func:`finetune`).
 
     Returns
     -------
     model : PreTrainedModel
         In eval mode.
     tokenizer
+
+    Raises
+    ------
+    FileNotFoundError
+        ``path`` is not a folder written by :func:`finetune`.
+    ValueError
+        A file differs from its record (truncated, overwritten).
     """
     path = Path(path)
-    top = path if (path / _FACTS).is_file() else path.parent
-    if not _is_built(top):
+    top = _top(path)
+    if top is None:
+        raise _not_a_finetune(path)
+    verify_entry(top, "a fine-tuned model written by lmsim.finetune", legacy=_legacy_sizes)
+    if not (path / "config.json").is_file():
         raise FileNotFoundError(
-            f"no fine-tuned model at {str(path)!r} (or it was damaged and moved aside); "
-            "train it with lmsim.finetune.finetune"
+            f"{str(path)!r} holds a multitask fine-tune: load one of its tasks, "
+            f"{sorted(p.name for p in path.iterdir() if (p / 'config.json').is_file())}"
         )
     config = json.loads((path / "config.json").read_text())
     token = any(a.endswith("ForTokenClassification") for a in config.get("architectures") or [])

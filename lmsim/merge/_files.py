@@ -30,14 +30,33 @@ def _save_tensors(path, tensors: Mapping, kind: str, metadata: Mapping | None, d
     save_file(out, str(path), metadata=meta)
 
 
+def _unreadable(path, kind: str, err: Exception) -> ValueError:
+    writer = f"save_{kind}" if kind in ("grams", "fishers") else "save_grams or save_fishers"
+    return ValueError(
+        f"{str(path)!r} is not a readable {kind} file ({type(err).__name__}: {err}); it is "
+        f"truncated or not safetensors: recompute it and write it with {writer}"
+    )
+
+
+def _safe_open(path, kind: str):
+    """``safe_open`` of ``path``; a file safetensors cannot parse raises ``ValueError``
+    naming it (safetensors' own error names no file)."""
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        return safe_open(str(path), framework="pt", device="cpu")
+    except (SafetensorError, OSError) as err:
+        if isinstance(err, FileNotFoundError):
+            raise
+        raise _unreadable(path, kind, err) from None
+
+
 def _open_checked(path, kind: str) -> dict[str, list[int]]:
     """Check a saved file's kind and return its recorded shapes."""
-    from safetensors import safe_open
-
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no {kind} file at {str(path)!r}; write one with save_{kind}")
-    with safe_open(str(path), framework="pt", device="cpu") as handle:
+    with _safe_open(path, kind) as handle:
         meta = handle.metadata() or {}
         keys = list(handle.keys())
     if meta.get("lmsim_kind") != kind:
@@ -45,7 +64,12 @@ def _open_checked(path, kind: str) -> dict[str, list[int]]:
             f"{str(path)!r} holds {meta.get('lmsim_kind', 'no lmsim data')!r}, not {kind}; "
             f"load it with load_{meta.get('lmsim_kind', kind)}"
         )
-    shapes = json.loads(meta["shapes"])
+    try:
+        shapes = json.loads(meta["shapes"])
+        if not isinstance(shapes, dict):
+            raise ValueError("not a JSON object")
+    except (KeyError, ValueError) as err:
+        raise _unreadable(path, kind, ValueError(f"metadata 'shapes' is bad: {err}")) from None
     if sorted(keys) != sorted(shapes):
         raise ValueError(
             f"{str(path)!r} holds tensors {sorted(set(keys) ^ set(shapes))[:5]} that its "
@@ -55,7 +79,12 @@ def _open_checked(path, kind: str) -> dict[str, list[int]]:
 
 
 def _read_checked(handle, path, kind: str, name: str, shapes, device) -> torch.Tensor:
-    t = handle.get_tensor(name)
+    from safetensors import SafetensorError
+
+    try:
+        t = handle.get_tensor(name)
+    except SafetensorError as err:
+        raise _unreadable(path, kind, err) from None
     if list(t.shape) != shapes[name]:
         raise ValueError(
             f"{kind[:-1]} {name!r} in {str(path)!r} has shape {list(t.shape)}, its "
@@ -67,10 +96,8 @@ def _read_checked(handle, path, kind: str, name: str, shapes, device) -> torch.T
 
 
 def _load_tensors(path, kind: str, device) -> dict[str, torch.Tensor]:
-    from safetensors import safe_open
-
     shapes = _open_checked(path, kind)
-    with safe_open(str(path), framework="pt", device="cpu") as handle:
+    with _safe_open(path, kind) as handle:
         return {n: _read_checked(handle, path, kind, n, shapes, device) for n in shapes}
 
 
@@ -85,11 +112,9 @@ class _LazyTensors(Mapping):
         self.shapes = _open_checked(path, kind)
 
     def __getitem__(self, name: str) -> torch.Tensor:
-        from safetensors import safe_open
-
         if name not in self.shapes:
             raise KeyError(name)
-        with safe_open(str(self.path), framework="pt", device="cpu") as handle:
+        with _safe_open(self.path, self.kind) as handle:
             return _read_checked(handle, self.path, self.kind, name, self.shapes, self.device)
 
     def __contains__(self, name) -> bool:
@@ -155,8 +180,8 @@ def load_fishers(path, device="cpu", lazy: bool = False) -> Mapping[str, torch.T
 
 def load_metadata(path) -> dict:
     """The ``metadata`` dict saved with :func:`save_grams` or :func:`save_fishers`."""
-    from safetensors import safe_open
-
-    with safe_open(str(path), framework="pt") as handle:
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"no Grams or Fishers file at {str(path)!r}")
+    with _safe_open(path, "grams or fishers") as handle:
         meta = handle.metadata() or {}
     return json.loads(meta.get("user", "{}"))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -233,6 +234,7 @@ def merge_models(
     et al. (2023); Yu et al. (2024).
     """
     given = {"grams": grams, "fishers": fishers}
+    _check_sequences(models, given)
     regexes = _check_arguments(method, missing_gram, alpha, diag_constant, given, exclude)
     if method != "regmean" and PARAMWISE[method].needs_base and base is None:
         raise ValueError(
@@ -261,6 +263,21 @@ def merge_models(
     run.check_counts(statistics)
     run.write_merged()
     return run.first, run.report()
+
+
+def _check_sequences(models, given: Mapping) -> None:
+    """``models`` and the statistics are one entry per model, not a single one."""
+    if isinstance(models, (nn.Module, str, os.PathLike)) or not hasattr(models, "__iter__"):
+        raise TypeError(
+            f"`models` must be a list of models (or of zero-arg callables returning one), got "
+            f"a single {type(models).__name__}; pass them all, e.g. [model_a, model_b]"
+        )
+    for what, value in given.items():
+        if isinstance(value, (Mapping, str, os.PathLike)):
+            raise TypeError(
+                f"`{what}` must be a list with one entry per model, got a single "
+                f"{type(value).__name__}; pass [{what}_a, {what}_b] in the order of `models`"
+            )
 
 
 def _base_parameters(base) -> Mapping:

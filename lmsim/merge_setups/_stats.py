@@ -12,8 +12,10 @@ import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+import torch
+
 from lmsim._cache import cache_dir
-from lmsim._io import move_aside, write_atomic
+from lmsim._io import open_entry, write_entry_file
 from lmsim.merge import load_fishers, load_grams, save_fishers, save_grams
 
 _STATS = {"grams": (save_grams, load_grams), "fishers": (save_fishers, load_fishers)}
@@ -50,20 +52,38 @@ def published_stats(
     Returns
     -------
     Mapping of str to Tensor
-        Read on access; shapes and finiteness are checked.
+        Read on access; shapes and finiteness are checked. The file is a verified cache
+        entry (its size and sha256 checked on every read): a damaged one is named, moved
+        aside and computed again; statistics holding NaN or Inf are refused, not saved.
     """
     if what not in _STATS:
         raise ValueError(f"`what` must be 'grams' or 'fishers', got {what!r}")
     save, load = _STATS[what]
     folder = Path(root) if root is not None else cache_dir("regmean-stats")
     path = folder / f"{key}.{what}.safetensors"
-    if path.is_file():
-        from safetensors import SafetensorError
+
+    def legacy(file: Path) -> dict | None:
+        """A file saved before entry markers: lmsim's when its header says so; whole when
+        every tensor reads back finite (None: not an lmsim file, never touched)."""
+        from lmsim.merge import load_metadata
 
         try:
-            return load(path, lazy=True)
-        except (OSError, ValueError, SafetensorError) as err:
-            move_aside(path, str(err), "computing them again", stacklevel=2)
+            load_metadata(file)  # parses the header
+            load(file, lazy=True)  # its kind matches
+        except (OSError, ValueError):
+            return None
+        load(file)  # every tensor: shapes and finiteness (raises ValueError naming it)
+        return {}
+
+    if open_entry(path, "computing them again", legacy=legacy, stacklevel=3):
+        return load(path, lazy=True)
     stats = compute()
-    write_atomic(path, lambda tmp: save(tmp, stats, metadata))  # a complete file or none
+    for name, value in stats.items():
+        if not bool(torch.isfinite(torch.as_tensor(value)).all()):
+            raise ValueError(
+                f"the {what} computed for {key!r} hold NaN or Inf in {name!r}; nothing was "
+                "saved (a diverged model or overflowing activations: check the model)"
+            )
+    # The marker first, then a complete file or none, then its size and sha256.
+    write_entry_file(path, lambda tmp: save(tmp, stats, metadata))
     return load(path, lazy=True)

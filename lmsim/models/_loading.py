@@ -90,9 +90,45 @@ def _from_pretrained(cls, source, **kwargs):
         return cls.from_pretrained(source, **kwargs)
 
 
-def _load_from(source, task: str, dtype: torch.dtype, quiet: bool = False, **hub_kwargs):
+def _check_task_fits(source, task: str, label: str | None = None, **hub_kwargs) -> None:
+    """Raise naming the model type and the tasks it has heads for when ``task`` is not one."""
+    from transformers import AutoConfig
+
+    with quiet_transformers(True):
+        config = AutoConfig.from_pretrained(source, **hub_kwargs)
+    fits = [t for t in TASKS if type(config) in _auto_class(t)._model_mapping]
+    if task not in fits:
+        raise ValueError(
+            f"model {label or str(source)!r} is a {config.model_type!r} model, which has no {task!r} "
+            f"head in transformers; its tasks are {fits}"
+        )
+
+
+def _check_local_config(folder: str) -> None:
+    """A local model folder's ``config.json`` must be a JSON object naming ``model_type``."""
+    import json
+
+    path = os.path.join(folder, "config.json")
+    if not os.path.isfile(path):
+        raise ValueError(f"directory {folder!r} has no config.json; it is not a saved model")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            config = json.load(fh)
+    except (UnicodeDecodeError, ValueError) as err:
+        raise OSError(f"{path!r} is not a valid JSON file ({err})") from None
+    if not isinstance(config, dict) or not config.get("model_type"):
+        raise ValueError(
+            f"{path!r} names no `model_type`: it is not a Hugging Face model config (an "
+            "empty or hand-written file?); save the model with save_pretrained"
+        )
+
+
+def _load_from(
+    source, task: str, dtype: torch.dtype, quiet: bool = False, label=None, **hub_kwargs
+):
     from transformers import AutoTokenizer
 
+    _check_task_fits(source, task, label, **hub_kwargs)
     tokenizer = AutoTokenizer.from_pretrained(source, **hub_kwargs)
     # Heads absent from a checkpoint (e.g. a classifier) are initialised from a fixed seed,
     # so two loads of the same name give the same model.
@@ -172,10 +208,10 @@ def load_model(
     if revision is not None and (name in OFFLINE_MODELS or name.startswith("zoo/")):
         raise ValueError(f"`revision` applies to hub ids only, not to {name!r}")
     if name in OFFLINE_MODELS or name.startswith("zoo/"):
-        model, tokenizer = _load_from(model_dir(name, zoo_profile), task, torch_dtype, quiet=True)
+        folder = model_dir(name, zoo_profile)
+        model, tokenizer = _load_from(folder, task, torch_dtype, quiet=True, label=name)
     elif os.path.isdir(name):
-        if not os.path.isfile(os.path.join(name, "config.json")):
-            raise ValueError(f"directory {name!r} has no config.json; it is not a saved model")
+        _check_local_config(name)
         model, tokenizer = _load_from(name, task, torch_dtype)
     elif name in LEGACY_HUB_IDS or _HUB_ID.match(name):
         model, tokenizer = _load_hub(LEGACY_HUB_IDS.get(name, name), task, torch_dtype, revision)

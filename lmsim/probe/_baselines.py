@@ -38,6 +38,12 @@ def control_labels(
         Control labels for ``words_train``, then for each of ``other_words``.
     """
     y_train = np.asarray(y_train)
+    if y_train.ndim != 1 or y_train.size == 0:
+        raise ValueError(
+            f"`y_train` must be a non-empty 1-D array of labels (one per row of "
+            f"`words_train`), got shape {y_train.shape}: the control labels are drawn from "
+            "its distribution"
+        )
     if len(words_train) != y_train.shape[0]:
         raise ValueError(
             f"`words_train` and `y_train` must have the same length, got "

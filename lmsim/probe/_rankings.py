@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from lmsim._checks import check_finite
+
 
 def get_top_neurons(weights, percentage: float) -> tuple[np.ndarray, dict[int, np.ndarray]]:
     """Neurons holding ``percentage`` of each class's absolute weight mass (NeuroX semantics).
@@ -30,6 +32,7 @@ def get_top_neurons(weights, percentage: float) -> tuple[np.ndarray, dict[int, n
     W = np.abs(np.asarray(weights, dtype=np.float64))
     if W.ndim != 2:
         raise ValueError(f"`weights` must have shape (n_classes, n_neurons), got {W.shape}")
+    check_finite(W, "weights")
     if not 0.0 <= percentage <= 1.0:
         raise ValueError(f"`percentage` must lie in [0, 1], got {percentage!r}")
     per_class = {}

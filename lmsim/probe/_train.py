@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from lmsim._checks import check_finite
 from lmsim.probe._baselines import control_labels
 from lmsim.probe._fit import PENALTY_SCALINGS, _as_tensor, _column_stats, _fit, _predict
 from lmsim.probe._rankings import get_top_neurons
@@ -111,10 +112,11 @@ class ProbeResult:
 
     def predict(self, X, batch_size: int = 8192) -> np.ndarray:
         """Predicted labels for rows of ``X (n, n_neurons)`` (computed on the CPU)."""
+        X = _checked_tensor(X, "X", torch.device("cpu"))
         W = torch.from_numpy(self.weights)
         b = torch.from_numpy(self.bias)
         pred = _predict(
-            _as_tensor(X, torch.device("cpu")),
+            X,
             W,
             b,
             None if self.mean is None else torch.from_numpy(self.mean),
@@ -220,7 +222,7 @@ def train_probe(
         {"train": (X_train, y_train), "dev": (X_dev, y_dev), "test": (X_test, y_test)}
     )
     classes = _check_classes(classes, data)
-    Xt = {name: _as_tensor(X, dev) for name, (X, _) in data.items()}
+    Xt = {name: _checked_tensor(X, f"X_{name}", dev) for name, (X, _) in data.items()}
     mean, scale = _standardization(Xt["train"]) if standardize else (None, None)
     settings = dict(
         l1=l1,
@@ -249,6 +251,20 @@ def train_probe(
 
 
 # ------------------------------------------------------------------- train_probe's steps
+def _checked_tensor(X, name: str, device) -> torch.Tensor:
+    """``X`` as the float32 tensor the probe uses; NaN, Inf or values beyond float32's range
+    raise naming ``name`` (a NaN would train all-NaN weights at chance accuracy)."""
+    check_finite(X, name)
+    with np.errstate(over="ignore"):
+        out = _as_tensor(X, device)
+    if not bool(torch.isfinite(out).all()):
+        raise ValueError(
+            f"`{name}` has values beyond float32's range (3.4e38), in which the probe trains; "
+            f"divide `{name}` by a constant first"
+        )
+    return out
+
+
 def _check_options(penalty_scaling: str, epochs, batch_size, l1: float, l2: float) -> None:
     """Raise on a penalty scaling, step count or penalty :func:`train_probe` cannot use."""
     if penalty_scaling not in PENALTY_SCALINGS:

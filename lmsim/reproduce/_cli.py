@@ -11,6 +11,7 @@ from typing import Any
 
 import yaml
 
+from lmsim._io import write_atomic
 from lmsim.reproduce._environment import environment_info, lock_warning
 from lmsim.reproduce._execute import RunResult, _relative, execute_run, failed_path
 from lmsim.reproduce._manifest import (
@@ -234,8 +235,7 @@ def _summarise(results: Sequence[RunResult], profile: str, root: Path) -> Path |
     total = sum(result.wall_time_s for result in results)
     print(f"  {'total':<{width}}  {_format_seconds(total):>12}")
     path = root / "_build" / f"{profile}_times.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    times = json.loads(path.read_text()) if path.is_file() else {}
+    times = _read_times(path)
     times.update(
         {
             result.run.key: {
@@ -246,5 +246,20 @@ def _summarise(results: Sequence[RunResult], profile: str, root: Path) -> Path |
             for result in results
         }
     )
-    path.write_text(json.dumps(times, indent=2) + "\n")
+    write_atomic(path, lambda tmp: tmp.write_text(json.dumps(times, indent=2) + "\n"))
     return path
+
+
+def _read_times(path: Path) -> dict:
+    """The wall times of earlier runs (a generated file); an unreadable one is reported and
+    started afresh, never a reason for a finished run to fail."""
+    if not path.is_file():
+        return {}
+    try:
+        times = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(times, dict):
+            raise ValueError(f"a JSON {type(times).__name__}, not an object")
+        return times
+    except (OSError, ValueError) as err:
+        print(f"note: {path} is unreadable ({err}); writing it afresh", file=sys.stderr)
+        return {}

@@ -27,7 +27,13 @@ def _inspect(path: str, mtime_ns: int) -> dict[str, dict[str, Any]]:
     # keyed on the modification time: a notebook edited between two calls is re-read
     import papermill
 
-    return dict(papermill.inspect_notebook(path))
+    try:
+        return dict(papermill.inspect_notebook(path))
+    except Exception as err:  # noqa: BLE001 - nbformat and papermill raise many types
+        raise ValueError(
+            f"notebook {path!r} cannot be read ({type(err).__name__}: {str(err)[:200]}); "
+            "it must be a valid .ipynb (restore it, e.g. with git checkout)"
+        ) from None
 
 
 def _literal(text: str) -> Any:

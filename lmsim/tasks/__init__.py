@@ -20,6 +20,9 @@ paper's (Jin et al. 2023, App. B): accuracy, Matthews correlation (CoLA), Pearso
 correlation (STS-B), macro-F1 over the annotated emotions, and CoNLL entity F1 (NER).
 Pure numpy: nothing here touches models, disk or the hub.
 
+:func:`check_labels` and :func:`check_label_names` are the one validator of labels and
+label names for every kind (a :class:`Task`'s parts, :func:`lmsim.finetune.finetune`).
+
 The package, by concern: ``_task`` (:class:`Task`, the kinds and how a part is checked),
 ``_metrics`` (the metrics on predictions and gold labels, entity chunks),
 ``_entity_types`` (renaming entity types, :data:`ONTONOTES_TO_CONLL`), ``_scoring``
@@ -36,7 +39,7 @@ from lmsim.tasks._metrics import (
     pearson,
 )
 from lmsim.tasks._scoring import baseline_score, predict, score, score_predictions
-from lmsim.tasks._task import KINDS, METRICS, PARTS, Task
+from lmsim.tasks._task import KINDS, METRICS, PARTS, Task, check_label_names, check_labels
 
 __all__ = [
     "KINDS",
@@ -44,6 +47,8 @@ __all__ = [
     "PARTS",
     "ONTONOTES_TO_CONLL",
     "Task",
+    "check_labels",
+    "check_label_names",
     "accuracy",
     "matthews_corrcoef",
     "pearson",

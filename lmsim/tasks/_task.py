@@ -67,14 +67,13 @@ class Task:
                 f"not {self.kind!r}; choose one of "
                 f"{[m for m, kinds in _METRIC_KINDS.items() if self.kind in kinds]}"
             )
-        if not self.label_names or len(set(self.label_names)) != len(self.label_names):
-            raise ValueError(f"`label_names` must be non-empty and unique, got {self.label_names}")
+        check_label_names(self.label_names, self.kind, least=1)
+        if self.kind == "token":
+            _check_tags(self.label_names, "`label_names`")
         if self.kind == "regression" and self.label_names != ("score",):
             raise ValueError(
                 f"a regression task has label_names ('score',), got {self.label_names}"
             )
-        if self.kind == "token":
-            _check_tags(self.label_names, "`label_names`")
         self._check_scored_labels()
         for part in PARTS:
             data = getattr(self, part)
@@ -82,8 +81,8 @@ class Task:
                 if part != "validation":
                     raise ValueError(f"`{part}` is required: a pair (inputs, labels)")
                 continue
-            _check_part(data, self.kind, len(self.label_names), f"{self.name!r} {part}")
-            object.__setattr__(self, part, (list(data[0]), list(data[1])))
+            labels = _check_part(data, self.kind, len(self.label_names), f"{self.name!r} {part}")
+            object.__setattr__(self, part, (list(data[0]), labels))
         if not self.test[0]:
             raise ValueError(f"task {self.name!r} has an empty test part")
 
@@ -192,13 +191,152 @@ def _check_tags(tags: Sequence[str], what: str) -> None:
         raise ValueError(f"{what} must be IOB2 tags ('O', 'B-<type>', 'I-<type>'), got {bad[:5]}")
 
 
+def check_label_names(
+    label_names, kind: str, *, least: int | None = None, where: str = "`label_names`"
+) -> tuple[str, ...]:
+    """The one check of a task's label names, for every kind; returns them as a tuple.
+
+    Non-empty, unique strings; ``"regression"``: exactly one (e.g. ``("score",)``); at
+    least ``least`` of them (default: 2 for single-label and token tasks, which need a
+    choice, else 1). (A :class:`Task` further needs IOB2 tags for ``"token"``: its metric
+    is entity F1.)
+
+    Raises
+    ------
+    ValueError, TypeError
+        Naming ``where`` and the offending names.
+    """
+    if kind not in KINDS:
+        raise ValueError(f"`kind` must be one of {list(KINDS)}, got {kind!r}")
+    if isinstance(label_names, (str, bytes)) or not isinstance(label_names, Sequence):
+        raise TypeError(
+            f"{where} must be a list of str, got {type(label_names).__name__} {label_names!r:.60}"
+        )
+    names = tuple(label_names)
+    bad = [n for n in names if not isinstance(n, str) or not n.strip()]
+    if bad:
+        raise TypeError(f"{where} must be non-empty strings, got {bad[:5]!r}")
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ValueError(f"{where} must be unique, got {dupes} more than once in {list(names)}")
+    if least is None:
+        least = 2 if kind in ("single_label", "token") else 1
+    if kind == "regression" and len(names) != 1:
+        raise ValueError(
+            f"a regression task has exactly 1 label name (e.g. ['score']), got {names}"
+        )
+    if len(names) < least:
+        raise ValueError(f"a {kind} task needs at least {least} label names, got {list(names)}")
+    return names
+
+
+_WANTED = {
+    "single_label": "an int in range({n}) indexing `label_names`",
+    "multi_label": "a multi-hot list of {n} zeros and ones",
+    "regression": "a finite float",
+    "token": "a list of ints in range({n}), one per word, indexing `label_names`",
+}
+
+
+def _index_problem(y, n: int) -> str | None:
+    if isinstance(y, (bool, np.bool_)):
+        return f"the bool {y}"
+    if isinstance(y, (str, bytes)):
+        return f"the string {y!r} (a class name: map names to their index in `label_names`)"
+    if isinstance(y, (float, np.floating)):
+        return f"the float {y!r}"
+    if not isinstance(y, (int, np.integer)):
+        return f"{type(y).__name__} {y!r:.40}"
+    return None if 0 <= y < n else f"{int(y)}, outside range({n})"
+
+
+def _label_value(y, kind: str, n: int, n_words: int | None):
+    """``y`` as a plain Python value of ``kind``; raises ``ValueError`` saying what it is."""
+    if kind == "single_label":
+        problem = _index_problem(y, n)
+        if problem:
+            raise ValueError(problem)
+        return int(y)
+    if kind == "regression":
+        if isinstance(y, (bool, np.bool_)) or not isinstance(y, (int, float, np.number)):
+            raise ValueError(f"{type(y).__name__} {y!r:.40}")
+        if not math.isfinite(float(y)):
+            raise ValueError(f"the non-finite {y!r}")
+        return float(y)
+    if isinstance(y, (str, bytes)) or not isinstance(y, (Sequence, np.ndarray)):
+        raise ValueError(f"{type(y).__name__} {y!r:.40}")
+    values = list(np.asarray(y).tolist()) if isinstance(y, np.ndarray) else list(y)
+    if kind == "multi_label":
+        if len(values) != n:
+            raise ValueError(f"a list of {len(values)} values {values!r:.60}")
+        off = [v for v in values if isinstance(v, (str, bytes)) or v not in (0, 1)]
+        if off:
+            raise ValueError(f"{values!r:.60}, which holds {off[0]!r} (not 0 or 1)")
+        return [int(v) for v in values]
+    if n_words is not None and len(values) != n_words:
+        raise ValueError(f"a list of {len(values)} tags for {n_words} words")
+    for v in values:
+        problem = _index_problem(v, n)
+        if problem:
+            raise ValueError(f"a tag that is {problem}")
+    return [int(v) for v in values]
+
+
+def check_labels(labels, kind: str, n_labels: int, inputs=None, where: str = "labels") -> list:
+    """The one label validator of every task kind: labels as plain Python values.
+
+    Nothing is coerced: ``0.7`` is not class 0, ``[0.6, 0.4]`` is not multi-hot, and a
+    class name is not its index.
+
+    Parameters
+    ----------
+    labels : sequence, length n
+        ``"single_label"``: ints in ``range(n_labels)``; ``"multi_label"``: multi-hot
+        sequences of ``n_labels`` zeros and ones; ``"regression"``: finite floats;
+        ``"token"``: per input, a list of ints in ``range(n_labels)``, one per word.
+    kind : {"single_label", "multi_label", "regression", "token"}
+    n_labels : int
+    inputs : sequence, optional
+        The inputs (word lists for ``"token"``): the tag count must match the word count.
+    where : str
+        Names the labels in messages (e.g. ``"task 'rte' labels"``).
+
+    Returns
+    -------
+    list
+        ``int``, ``list of int`` or ``float`` per label (JSON-able; equal labels hash
+        equally whatever their numpy types).
+
+    Raises
+    ------
+    ValueError
+        Naming the first bad label, its position, and what ``kind`` takes.
+    """
+    if kind not in KINDS:
+        raise ValueError(f"`kind` must be one of {list(KINDS)}, got {kind!r}")
+    if isinstance(labels, (str, bytes)) or not isinstance(labels, (Sequence, np.ndarray)):
+        raise TypeError(f"{where} must be a list, got {type(labels).__name__}")
+    out = []
+    for i, y in enumerate(labels):
+        n_words = None
+        if kind == "token" and inputs is not None and i < len(inputs):
+            n_words = len(inputs[i])
+        try:
+            out.append(_label_value(y, kind, n_labels, n_words))
+        except ValueError as err:
+            wanted = _WANTED[kind].format(n=n_labels)
+            raise ValueError(f"{where}[{i}] is {err}; a {kind} label is {wanted}") from None
+    return out
+
+
 def _is_text(x) -> bool:
     if isinstance(x, str):
         return True
     return isinstance(x, (tuple, list)) and len(x) == 2 and all(isinstance(s, str) for s in x)
 
 
-def _check_part(data, kind: str, n_labels: int, where: str) -> None:
+def _check_part(data, kind: str, n_labels: int, where: str) -> list:
+    """Check one part's inputs and labels; return the labels as :func:`check_labels` does."""
     if not (isinstance(data, (tuple, list)) and len(data) == 2):
         raise ValueError(f"{where} must be a pair (inputs, labels), got {type(data).__name__}")
     inputs, labels = data
@@ -206,35 +344,18 @@ def _check_part(data, kind: str, n_labels: int, where: str) -> None:
         raise ValueError(f"{where}: inputs and labels must be lists, not a single string")
     if len(inputs) != len(labels):
         raise ValueError(f"{where} has {len(inputs)} inputs but {len(labels)} labels")
-    for i, (x, y) in enumerate(zip(inputs, labels)):
-        problem = _example_problem(x, y, kind, n_labels)
+    for i, x in enumerate(inputs):
+        problem = _input_problem(x, kind)
         if problem:
             raise ValueError(f"{where} example {i}: {problem}")
+    return check_labels(labels, kind, n_labels, inputs, where=f"{where} labels")
 
 
-def _example_problem(x, y, kind: str, n_labels: int) -> str | None:
+def _input_problem(x, kind: str) -> str | None:
     if kind == "token":
         if isinstance(x, str) or not all(isinstance(w, str) for w in x):
             return f"a token task's input is a list of words, got {x!r:.80}"
-        if len(y) != len(x):
-            return f"{len(x)} words but {len(y)} tags"
-        if not all(_is_index(t, n_labels) for t in y):
-            return f"tags must be ints in range({n_labels}), got {list(y)!r:.80}"
         return None
     if not _is_text(x):
         return f"an input is a string or a pair of strings, got {x!r:.80}"
-    if kind == "single_label" and not _is_index(y, n_labels):
-        return f"the label must be an int in range({n_labels}), got {y!r}"
-    if kind == "multi_label":
-        if isinstance(y, str) or len(y) != n_labels or any(v not in (0, 1) for v in y):
-            return f"the label must be {n_labels} zeros and ones (multi-hot), got {y!r:.80}"
-    if kind == "regression":
-        if isinstance(y, bool) or not isinstance(y, (int, float, np.number)):
-            return f"the label must be a float, got {y!r}"
-        if not math.isfinite(float(y)):
-            return f"the label must be finite, got {y!r}"
     return None
-
-
-def _is_index(y, n: int) -> bool:
-    return isinstance(y, (int, np.integer)) and not isinstance(y, bool) and 0 <= y < n

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from lmsim._cache import cache_dir
-from lmsim._io import atomic_dir, write_atomic
+from lmsim._io import entry_dir, move_aside, open_entry, verify_entry, write_entry_file
 from lmsim._runtime import resolve_device
 from lmsim.training import (
     TrainingRun,
@@ -188,7 +188,7 @@ def train_two_tower(
         Phase 2 changed a frozen weight (it must not).
     """
     path = run_dir(spec, settings, profile)
-    if (path / _FACTS).exists():
+    if _is_finished(path):
         return path
     work = path.with_name(f".{path.name}.partial")
     work.mkdir(parents=True, exist_ok=True)
@@ -203,7 +203,7 @@ def train_two_tower(
     if done is None:
         return work
     model, heads, facts, logs = done
-    with atomic_dir(path) as tmp:
+    with entry_dir(path) as tmp:
         payload = {"model": model.state_dict(), "heads": heads.state_dict()}
         torch.save(payload, tmp / _WEIGHTS)
         pd.DataFrame(logs[0]).to_csv(tmp / _LOG_CSV, index=False)
@@ -211,6 +211,45 @@ def train_two_tower(
         (tmp / _FACTS).write_text(json.dumps(facts, indent=2, default=str))
     shutil.rmtree(work, ignore_errors=True)
     return path
+
+
+def _legacy_run(path: Path) -> dict | None:
+    """A run folder written before entry markers: whole when ``run.json`` parses and
+    ``weights.pt`` loads (they recorded no sizes)."""
+    if not (path / _FACTS).is_file():
+        return None
+    json.loads((path / _FACTS).read_text())
+    try:
+        torch.load(path / _WEIGHTS, map_location="cpu", weights_only=True)
+    except Exception as err:  # noqa: BLE001 - torch raises many types for a bad file
+        raise ValueError(f"{path / _WEIGHTS} cannot be loaded ({type(err).__name__})") from None
+    return {}
+
+
+def _legacy_facts(path: Path) -> dict | None:
+    return {} if (path / _FACTS).is_file() else None  # weights.pt is checked by loading it
+
+
+def _is_finished(path: Path) -> bool:
+    """Whether ``path`` holds a whole finished run (every file's size and sha256 checked);
+    a damaged one is named, moved aside and trained again."""
+    return open_entry(path, "training it again", legacy=_legacy_run, stacklevel=5)
+
+
+def _saved_state(path: Path, device, apply):
+    """``apply(state)`` of a finished phase saved at ``path`` (a one-file cache entry in the
+    work folder), or None when it is absent or damaged (then named, moved aside, redone)."""
+
+    def legacy(p: Path) -> dict | None:
+        return {}  # saved before markers: checked by loading it below
+
+    if not open_entry(path, "training that phase again", legacy=legacy, stacklevel=5):
+        return None
+    try:
+        return apply(torch.load(path, map_location=device, weights_only=True))
+    except Exception as err:  # noqa: BLE001 - torch raises many types for a bad file
+        move_aside(path, f"{type(err).__name__}: {err}", "training that phase again", 5)
+        return None
 
 
 def _train(spec, settings, device, work: Path, progress, stop_after):
@@ -236,10 +275,14 @@ def _phase1(spec, settings, model, run, device, work: Path, progress, stop_after
     """Train ``run`` (Eq. 1), or load its finished state from ``work``; the training result,
     or None when interrupted."""
     done_path = work / _PHASE1
-    if done_path.exists():
-        saved = torch.load(done_path, map_location=device, weights_only=True)
+
+    def restore(saved):
         model.load_state_dict(saved["model"])
         return saved["trained"]
+
+    done = _saved_state(done_path, device, restore)
+    if done is not None:
+        return done
     for tower in model.towers:
         maybe_compile(tower, settings.train_settings(), device)
     trained = train(
@@ -248,7 +291,7 @@ def _phase1(spec, settings, model, run, device, work: Path, progress, stop_after
     if not trained["finished"]:
         return None
     state = {"model": model.state_dict(), "trained": trained}
-    write_atomic(done_path, lambda tmp: torch.save(state, tmp))
+    write_entry_file(done_path, lambda tmp: torch.save(state, tmp))
     return trained
 
 
@@ -266,6 +309,16 @@ def _phase2(spec, settings, model, data, device, work: Path, progress, stop_afte
     heads = new_heads(spec.config, data.vocab_size, spec.seed).to(device)
     head_results = []
     for which in range(2):
+        done_path = work / f"phase2-tower{which + 1}.pt"
+
+        def restore(saved, head=heads[which]):
+            head.load_state_dict(saved["head"])
+            return saved["trained"]
+
+        result = _saved_state(done_path, device, restore)
+        if result is not None:  # this tower's head finished before an interruption
+            head_results.append(result)
+            continue
         head_run = phase2_run(model, heads[which], which, data, settings, spec.seed, device)
         result = train(
             head_run,
@@ -278,6 +331,8 @@ def _phase2(spec, settings, model, data, device, work: Path, progress, stop_afte
         )
         if not result["finished"]:
             return None
+        state = {"head": heads[which].state_dict(), "trained": result}
+        write_entry_file(done_path, lambda tmp, state=state: torch.save(state, tmp))
         head_results.append(result)
     if not _bit_identical(frozen, model):
         raise RuntimeError(
@@ -327,16 +382,21 @@ class TrainedTwoTower:
 def load_two_tower(path: str | Path, device: str | torch.device = "cpu") -> TrainedTwoTower:
     """Load a run folder written by :func:`train_two_tower`."""
     path = Path(path)
-    if not (path / _FACTS).is_file():
-        raise FileNotFoundError(f"{str(path)!r} is not a finished two-tower run (no {_FACTS})")
+    verify_entry(path, "a finished two-tower run (train_two_tower)", legacy=_legacy_facts)
     facts = json.loads((path / _FACTS).read_text())
     device = resolve_device(device)
     config = TowerConfig(**facts["config"])
     model = TwoTowerLM(config, facts["vocab_size"], facts["settings"]["seq_len"])
     heads = new_heads(config, facts["vocab_size"], facts["seed"])
-    state = torch.load(path / _WEIGHTS, map_location="cpu", weights_only=True)
-    model.load_state_dict(state["model"])
-    heads.load_state_dict(state["heads"])
+    try:
+        state = torch.load(path / _WEIGHTS, map_location="cpu", weights_only=True)
+        model.load_state_dict(state["model"])
+        heads.load_state_dict(state["heads"])
+    except Exception as err:  # noqa: BLE001 - torch raises many types for a bad file
+        raise ValueError(
+            f"{path / _WEIGHTS} cannot be loaded ({type(err).__name__}: {str(err)[:200]}); "
+            "train the run again with train_two_tower"
+        ) from None
     return TrainedTwoTower(
         facts["name"], model.to(device).eval(), heads.to(device).eval(), facts, path
     )
@@ -365,7 +425,7 @@ def train_runs(
     names = [s.name for s in specs]
     if len(set(names)) != len(names):
         raise ValueError(f"run names must be unique, got {names}")
-    todo = [s for s in specs if not (run_dir(s, settings, profile) / _FACTS).exists()]
+    todo = [s for s in specs if not _is_finished(run_dir(s, settings, profile))]
     if jobs > 1 and len(todo) > 1 and resolve_device(settings.device).type == "cpu":
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor

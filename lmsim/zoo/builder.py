@@ -13,7 +13,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from lmsim._io import atomic_dir, move_aside
+from lmsim._io import MARKER, entry_dir, open_entry
 from lmsim._runtime import architecture, quiet_transformers, resolve_device
 from lmsim.training import (
     TrainingRun,
@@ -58,34 +58,29 @@ _ZOO_JSON = "zoo.json"
 _LOG_CSV = "training_log.csv"
 
 
+def _legacy_sizes(path: Path) -> dict | None:
+    """Sizes ``zoo.json`` recorded in a build written before entry markers (None: none)."""
+    facts = path / _ZOO_JSON
+    if not facts.is_file():
+        return None
+    try:
+        data = json.loads(facts.read_text())
+    except ValueError as err:
+        raise ValueError(f"{facts} is not valid JSON ({err})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{facts} is not a JSON object")
+    return dict(data.get("files", {}))
+
+
 def _is_built(path: Path) -> bool:
     """Whether ``path`` holds a whole built model.
 
-    A folder appears only complete (written with ``atomic_dir``), so one whose
-    ``zoo.json`` is missing or unreadable, or whose files are missing or of another size
-    than ``zoo.json`` recorded, was damaged afterwards: it is named in a warning, moved
-    aside (``<name>.corrupt``) and reported as not built, so it is trained again.
+    A folder appears only complete and is a verified cache entry (``entry_dir``: the size
+    and sha256 of every file), so one whose files are missing or differ from their records
+    was damaged afterwards: it is named in a warning, moved aside (``<name>.corrupt``) and
+    reported as not built, so it is trained again.
     """
-    if not path.exists():
-        return False
-    try:
-        try:
-            facts = json.loads((path / _ZOO_JSON).read_text())
-        except ValueError as err:
-            raise ValueError(f"{path / _ZOO_JSON} is not valid JSON ({err})") from None
-        if not isinstance(facts, dict):
-            raise ValueError(f"{path / _ZOO_JSON} is not a JSON object")
-        for file, size in facts.get("files", {}).items():
-            if not (path / file).is_file():
-                raise FileNotFoundError(f"{path / file} is missing")
-            if (path / file).stat().st_size != size:
-                raise ValueError(
-                    f"{path / file} has {(path / file).stat().st_size} bytes, {size} were written"
-                )
-    except (OSError, ValueError) as err:
-        move_aside(path, str(err), "training it again", stacklevel=4)
-        return False
-    return True
+    return open_entry(path, "training it again", legacy=_legacy_sizes, stacklevel=4)
 
 
 # Settings that change how a build runs, not what it trains. (Thread counts could change
@@ -201,11 +196,15 @@ def build_model(
     if result is None:  # interrupted on purpose (tests)
         return work
     model, tokenizer, facts, log = result
-    with atomic_dir(path) as tmp, quiet_transformers(True):
+    with entry_dir(path) as tmp, quiet_transformers(True):
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
         pd.DataFrame(log).to_csv(tmp / _LOG_CSV, index=False)
-        facts["files"] = {p.name: p.stat().st_size for p in sorted(tmp.iterdir()) if p.is_file()}
+        facts["files"] = {
+            p.name: p.stat().st_size
+            for p in sorted(tmp.iterdir())
+            if p.is_file() and p.name != MARKER
+        }
         (tmp / _ZOO_JSON).write_text(json.dumps(facts, indent=2, default=str))
     shutil.rmtree(work, ignore_errors=True)
     return path

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from lmsim._io import atomic_dir, move_aside
+from lmsim._io import entry_dir, open_entry
 from lmsim.zoo.profiles import ZooProfile, _build_hint, _root, get_profile
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -160,20 +160,24 @@ def tokenizer_dir(profile: str | ZooProfile | None = None, build: bool = True) -
     """Folder of the zoo's shared tokenizer (trained on PTB train on first use)."""
     prof = get_profile(profile)
     path = _root(prof) / "tokenizer"
-    if path.exists():
-        try:
-            json.loads((path / "tokenizer.json").read_text())
-            return path
-        except (OSError, ValueError) as err:
-            move_aside(path, f"{type(err).__name__}: {err}", "building it again")
+    if open_entry(path, "building it again", legacy=_legacy_tokenizer):
+        return path
     if not build:
         raise FileNotFoundError(f"zoo tokenizer not built at {path}; {_build_hint(prof)}")
     tokenizer = train_tokenizer(
         _ptb_lines("train", prof.max_train_lines), prof.vocab_size, prof.seq_len
     )
-    with atomic_dir(path) as tmp:
+    with entry_dir(path) as tmp:
         tokenizer.save_pretrained(tmp)
     return path
+
+
+def _legacy_tokenizer(path: Path) -> dict | None:
+    """A tokenizer folder written before entry markers: whole when its JSON parses."""
+    if not (path / "tokenizer.json").is_file():
+        return None
+    json.loads((path / "tokenizer.json").read_text())
+    return {}
 
 
 def load_tokenizer(profile: str | ZooProfile | None = None):
