@@ -36,6 +36,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from lmsim._io import write_atomic
+from lmsim._threads import thread_policy
 
 __all__ = [
     "PEAK_FLOPS",
@@ -277,6 +278,7 @@ def _save_checkpoint(path: Path, run: TrainingRun, optimizer, scheduler, state, 
 # --------------------------------------------------------------------------------------
 
 
+@thread_policy
 def train(
     run: TrainingRun,
     settings: TrainSettings,

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from lmsim._threads import thread_policy
 from lmsim.extract.distributed import _device_scope, _owner, _plan_on_rank
 from lmsim.extract.hashing import _cache_key, _content_hash
 from lmsim.extract.pooling import _Plan, _pooled_batches, _progress, _text_lengths
@@ -34,6 +35,7 @@ _CLAIM_POLL_S = 0.5
 _CALLER_FRAME = 7
 
 
+@thread_policy
 def extract_moments(
     models,
     texts,

@@ -12,9 +12,12 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from lmsim._threads import thread_policy
+
 FISHER_LABELS = ("sample", "empirical", "expected")
 
 
+@thread_policy
 def collect_fishers(
     model: nn.Module,
     tokenizer,
