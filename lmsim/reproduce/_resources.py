@@ -193,6 +193,19 @@ SHAPES: dict[str, Shape] = {
     "google/electra-base-discriminator": _s(768, 12, 30522, 108.9),
     "albert-base-v2": _s(768, 12, 30000, 11.7),
 }
+# lmsim's offline models (their wheels' config.json; read here without converting them).
+OFFLINE_SHAPES = {
+    "minilm-l6": _s(384, 6, 30522, 22.7, intermediate=1536),
+    "all-mpnet-base-v2": _s(768, 12, 30527, 109.5, max_positions=514),
+    "smollm2-135m": _s(576, 30, 49152, 134.5, 9, 1536, 8192),
+    "gemma-3-270m": _s(640, 18, 262144, 268.1, 4, 2048, 32768),
+    # lmsim.models._tiny defaults: width 32, 2 layers, ~1,000-piece vocabularies
+    **{
+        f"tiny-{k}": _s(32, 2, 1000, 0.1, 2, None, 128)
+        for k in ("bert", "distilbert", "gpt2", "llama")
+    },
+}
+SHAPES.update(OFFLINE_SHAPES)
 # Aliases: legacy bare ids and org-qualified ids of the same checkpoints.
 for _alias, _name in {
     "openai-community/gpt2": "gpt2",
@@ -343,16 +356,32 @@ def total_disk(estimates: Sequence[Estimate]) -> float:
     return sum(e.disk_cache + e.disk_output for e in estimates) + sum(downloads.values())
 
 
+def declared_values(source: str | Path) -> dict[str, Any]:
+    """The values a notebook's ``parameters`` cell assigns (literals only, as papermill
+    requires), read with :mod:`ast` without running the cell."""
+    import ast
+
+    cells = json.loads(Path(source).read_text())["cells"]
+    values: dict[str, Any] = {}
+    for cell in cells:
+        if "parameters" not in cell.get("metadata", {}).get("tags", []):
+            continue
+        text = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        for node in ast.parse(text).body:
+            target = node.target if isinstance(node, ast.AnnAssign) else None
+            if isinstance(node, ast.Assign) and len(node.targets) == 1:
+                target = node.targets[0]
+            if isinstance(target, ast.Name) and getattr(node, "value", None) is not None:
+                try:
+                    values[target.id] = ast.literal_eval(node.value)
+                except ValueError:
+                    continue
+    return values
+
+
 def page_parameters(run) -> dict[str, Any]:
     """A planned run's full parameters: the notebook's declared defaults, then the run's."""
-    from lmsim.reproduce._parameters import _literal, declared_parameters
-
-    values = {
-        name: _literal(str(spec.get("default")))
-        for name, spec in declared_parameters(run.source).items()
-    }
-    values.update(run.parameters)
-    return values
+    return {**declared_values(run.source), **run.parameters}
 
 
 def plan_resources(runs: Sequence, machine: Machine) -> list[Estimate]:

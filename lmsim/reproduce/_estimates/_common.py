@@ -10,6 +10,7 @@ from lmsim.reproduce._resources import (
     BASE_GPU,
     BASE_RAM,
     GB,
+    OFFLINE_SHAPES,
     SHAPES,
     Estimate,
     Machine,
@@ -59,7 +60,7 @@ DATASET_BYTES = {
 def _fetch_models(est: Estimate, names) -> None:
     """Hub checkpoints land in the hub cache once (float32 safetensors)."""
     for name in names:
-        if not name.startswith("zoo/") and name in SHAPES:
+        if name in SHAPES and name not in OFFLINE_SHAPES:
             est.download(name, model_bytes(SHAPES[name]))
 
 
