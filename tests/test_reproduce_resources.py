@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from lmsim import reproduce
-from lmsim.reproduce._estimates import ESTIMATORS
+from lmsim.reproduce._estimates import ESTIMATORS, plan_resources
 from lmsim.reproduce._resources import (
     GB,
     SHAPES,
@@ -21,7 +21,6 @@ from lmsim.reproduce._resources import (
     load_machine,
     model_shape,
     moments_bytes,
-    plan_resources,
     problems,
 )
 
@@ -81,8 +80,7 @@ def test_table_parameter_counts_match_configuration_built_models(name, build):
     layer_weights = sum(
         m.weight.numel()
         for name, m in model.named_modules()
-        if (isinstance(m, torch.nn.Linear) or type(m).__name__ == "Conv1D")
-        and "pooler" not in name
+        if (isinstance(m, torch.nn.Linear) or type(m).__name__ == "Conv1D") and "pooler" not in name
     )
     assert shape.forward_params == pytest.approx(layer_weights, rel=1e-9)
 

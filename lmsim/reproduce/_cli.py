@@ -208,7 +208,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _plan(runs, machine_spec: str | None) -> int:
     """``--plan``: the resource table of ``runs``; 1 when a page does not fit."""
-    from lmsim.reproduce._resources import load_machine, plan_resources, plan_table, problems
+    from lmsim.reproduce._estimates import plan_resources
+    from lmsim.reproduce._resources import load_machine, plan_table, problems
 
     machine = load_machine(machine_spec)
     estimates = plan_resources(runs, machine)

@@ -13,7 +13,8 @@ notebook); this module holds what they share:
   local folders with a ``config.json`` are read; ``zoo/<name>`` from the zoo's profiles;
 * the building blocks: bytes of float64 moments, of a model, of a forward pass's
   activations, of AdamW training; FLOPs of a forward pass;
-* :class:`Estimate`, :func:`plan_resources`, :func:`problems` and :func:`plan_table`.
+* :class:`Estimate`, :func:`problems` and :func:`plan_table` (``_estimates.plan_resources``
+  runs the per-page functions).
 
 Every estimate is a peak: the largest of a page's steps, not their sum (except disk,
 which adds what the page leaves behind: cache and outputs).
@@ -382,29 +383,6 @@ def declared_values(source: str | Path) -> dict[str, Any]:
 def page_parameters(run) -> dict[str, Any]:
     """A planned run's full parameters: the notebook's declared defaults, then the run's."""
     return {**declared_values(run.source), **run.parameters}
-
-
-def plan_resources(runs: Sequence, machine: Machine) -> list[Estimate]:
-    """Estimate every planned run (``plan_runs``'s output) on ``machine``.
-
-    Raises
-    ------
-    KeyError
-        A page with no estimator, or a model with no known shape.
-    """
-    from lmsim.reproduce._estimates import ESTIMATORS
-
-    out = []
-    for run in runs:
-        stem = f"{run.slug}/{run.source.stem}"
-        if stem not in ESTIMATORS:
-            raise KeyError(
-                f"no resource estimator for {stem}: add one to lmsim/reproduce/_estimates.py"
-            )
-        estimate = ESTIMATORS[stem](page_parameters(run), machine)
-        estimate.page = run.key
-        out.append(estimate)
-    return out
 
 
 def problems(estimates: Sequence[Estimate], machine: Machine) -> list[str]:

@@ -12,7 +12,7 @@ are constants in ``_common``, with their source.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from lmsim.reproduce._estimates.lmd import lmd_beyond, lmd_decomposition
 from lmsim.reproduce._estimates.regmean import regmean_merging
@@ -29,7 +29,7 @@ from lmsim.reproduce._estimates.wu import (
     wu_representations,
 )
 from lmsim.reproduce._estimates.zoo import zoo_train
-from lmsim.reproduce._resources import Estimate, Machine
+from lmsim.reproduce._resources import Estimate, Machine, page_parameters
 
 ESTIMATORS: dict[str, Callable[[Mapping, Machine], Estimate]] = {
     "lmsim_zoo/01_train_zoo": zoo_train,
@@ -45,3 +45,24 @@ ESTIMATORS: dict[str, Callable[[Mapping, Machine], Estimate]] = {
     "jin2023_regmean/01_merging": regmean_merging,
     "he2022_twotower/01_preference": twotower_preference,
 }
+
+
+def plan_resources(runs: Sequence, machine: Machine) -> list[Estimate]:
+    """Estimate every planned run (``plan_runs``'s output) on ``machine``.
+
+    Raises
+    ------
+    KeyError
+        A page with no estimator, or a model with no known shape.
+    """
+    out = []
+    for run in runs:
+        stem = f"{run.slug}/{run.source.stem}"
+        if stem not in ESTIMATORS:
+            raise KeyError(
+                f"no resource estimator for {stem}: add one to lmsim/reproduce/_estimates/ (a function of its parameters and the machine, listed in ESTIMATORS)"
+            )
+        estimate = ESTIMATORS[stem](page_parameters(run), machine)
+        estimate.page = run.key
+        out.append(estimate)
+    return out
