@@ -210,3 +210,17 @@ def test_extraction_estimate_within_1_5x_of_a_measured_run(tmp_path):
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     assert 1 / 1.5 <= got["planned"] / got["measured"] <= 1.5, got
     assert got["planned_cache"] == pytest.approx(got["cache"], rel=0.01)
+
+
+@pytest.mark.parametrize("dtype", [None, "auto", "float32", "bf16", "bfloat16"])
+@pytest.mark.parametrize("device", ["cuda", "cpu"])
+def test_planned_precision_is_what_extraction_resolves(monkeypatch, dtype, device):
+    """The plan's forward precision follows lmsim._runtime.resolve_dtype (which decides the
+    models' dtype and the autocast of extraction and Grams): a change of its CUDA default
+    must reach the plan's times."""
+    from lmsim._runtime import resolve_dtype
+    from lmsim.reproduce._estimates._common import _dtype
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    expected = str(resolve_dtype(dtype, device)).removeprefix("torch.")
+    assert _dtype(dtype, device) == expected
