@@ -257,7 +257,7 @@ def _read_checkpoint(path: Path, device: torch.device) -> dict | None:
         warnings.warn(
             f"cannot resume from {path} ({type(err).__name__}: {str(err)[:200]}); moved it to "
             f"{aside.name} and training starts over",
-            stacklevel=3,
+            stacklevel=4,  # _read_checkpoint, train, its @thread_policy wrapper, the caller
         )
         return None
 

@@ -191,7 +191,8 @@ def _load_attentions(folder: Path, blocks: list[str], n_words: list[int]) -> dic
             ]
         return out
     except Exception as err:  # noqa: BLE001 - safetensors raises its own error types
-        move_aside(path, f"{type(err).__name__}: {err}", "recomputing it", stacklevel=4)
+        # move_aside, _load_attentions, extract_attentions, its @thread_policy wrapper, the caller
+        move_aside(path, f"{type(err).__name__}: {err}", "recomputing it", stacklevel=5)
         return None
 
 

@@ -31,8 +31,9 @@ from lmsim.moments import Moments
 
 _CLAIM_POLL_S = 0.5
 # A corrupt cache entry is reported at the line that called extract_moments: move_aside,
-# the reader, _cached_shard, _resolve_shard, _resolve_shards, extract_moments, the caller.
-_CALLER_FRAME = 7
+# the reader, _cached_shard, _resolve_shard, _resolve_shards, extract_moments, its
+# @thread_policy wrapper, the caller.
+_CALLER_FRAME = 8
 
 
 @thread_policy
