@@ -224,3 +224,27 @@ def test_planned_precision_is_what_extraction_resolves(monkeypatch, dtype, devic
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     expected = str(resolve_dtype(dtype, device)).removeprefix("torch.")
     assert _dtype(dtype, device) == expected
+
+
+def test_regmean_gram_bytes_are_those_collect_grams_returns():
+    from transformers import BertConfig, BertForSequenceClassification
+
+    from lmsim.data import load_corpus
+    from lmsim.merge import collect_grams
+    from lmsim.models import load_tokenizer
+    from lmsim.reproduce._estimates.regmean import _grams_bytes
+    from lmsim.reproduce._resources import Shape
+
+    tok = load_tokenizer("minilm-l6")
+    config = BertConfig(
+        vocab_size=len(tok),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=96,
+    )
+    model = BertForSequenceClassification(config).eval()
+    texts = load_corpus("ptb", split="valid", max_docs=8)
+    grams = collect_grams(model, tok, texts, device="cpu", progress=False)
+    got = sum(g.numel() * g.element_size() for g in grams.values())
+    assert _grams_bytes(Shape(32, 2, len(tok), 0.0, 2, 96)) == got

@@ -28,9 +28,11 @@ from lmsim.reproduce._resources import (
 
 
 def _grams_bytes(shape: Shape) -> float:
-    """float64 Grams of every linear layer's input, keyed by module (q, k, v, attention
-    output and FFN input read ``d``, the FFN output reads ``ffn``)."""
-    return 8.0 * shape.layers * (5 * shape.hidden**2 + shape.ffn**2)
+    """float64 Grams of every linear layer's input, one tensor per module as
+    ``collect_grams`` returns them: per layer q, k, v, the attention output and the FFN
+    input read ``d``, the FFN output reads ``ffn``; the pooler and the classification head
+    (or RoBERTa's two-layer head) read ``d``."""
+    return 8.0 * (shape.layers * (5 * shape.hidden**2 + shape.ffn**2) + 2 * shape.hidden**2)
 
 
 def regmean_merging(params: Mapping, machine: Machine) -> Estimate:
