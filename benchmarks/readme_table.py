@@ -134,6 +134,21 @@ def _merge(d):
     )
 
 
+def _threads(d):
+    c, df, bf, pn = d["config"], d["default"], d["before"], d["pinned"]
+    return (
+        "tiny RegMean (collect_grams × 3 + merge_models) at default thread settings: "
+        "thread policy (after) vs none (before)",
+        f"{c['n_models']} BERT × {c['layers']} × {c['hidden']}, {c['n_texts']} PTB sentences each",
+        _s(df["best_s"]),
+        _s(bf["best_s"]) + " (before)",
+        d["ratio_before_over_default"],
+        f"{_pct(df['fraction_of_gemm_limit'])} (fp64) vs {_pct(bf['fraction_of_gemm_limit'])} "
+        f"before; pinned lmsim.threads({d['threads']}) {_s(pn['best_s'])}, default / pinned "
+        f"{d['ratio_default_over_pinned']:.2f}×",
+    )
+
+
 def _extract(d):
     return (
         "extract_moments vs one-sentence-at-a-time HF loop (tok/s)",
@@ -187,6 +202,7 @@ ROWS = {
     "cluster_9984.json": ("bench_cluster.py", _cluster),
     "merge.json": ("bench_merge.py", _merge),
     "twotower.json": ("bench_twotower.py", _twotower),
+    "threads.json": ("bench_threads.py", _threads),
     # the same scripts, earlier, at the committed sizes on the idle 16-core CPU of the GPU
     # machine
     "lmd_idle16.json": ("bench_lmd.py", _lmd),

@@ -15,7 +15,7 @@ _warnings.filterwarnings("ignore", message="IProgress not found", module="tqdm")
 
 def __getattr__(name: str):
     # `lmsim.threads(n)` without importing torch at `import lmsim`.
-    if name in ("threads", "default_threads", "thread_info"):
+    if name in ("threads", "default_threads", "thread_info", "caller_choice"):
         from lmsim import _threads
 
         return getattr(_threads, name)

@@ -11,6 +11,11 @@ OpenBLAS Cholesky 5.5× slower on two threads than on one; an SVD of a 576 × 57
 40× slower. So the default is 1 thread on machines with at most 2 usable cores, and every
 usable core otherwise; ``LMSIM_THREADS`` overrides it.
 
+The heavy public entry points (``extract_*``, ``Moments.update``, ``collect_grams``,
+``collect_fishers``, ``merge_models``, ``train_probe``, ``cluster_neurons``,
+``training.train``) are decorated with :func:`thread_policy`: they run inside
+``threads()`` unless the caller chose threads (see :func:`caller_choice`).
+
 Examples
 --------
 >>> import lmsim
@@ -22,13 +27,25 @@ Examples
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Iterator
+import sys
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import TypeVar
 
-__all__ = ["default_threads", "threads", "thread_info"]
+__all__ = ["default_threads", "threads", "thread_info", "thread_policy", "caller_choice"]
 
 ENV_VAR = "LMSIM_THREADS"
+# Environment variables torch (and OpenMP / MKL) read for their own thread count.
+TORCH_ENV_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+# How many `threads(...)` blocks enclose the current call (per thread and task).
+_DEPTH: ContextVar[int] = ContextVar("lmsim_threads_depth", default=0)
+_CONTROLLER: list = [None, -1]  # threadpoolctl controller, len(sys.modules) when made
+
+F = TypeVar("F", bound=Callable)
 
 
 def _usable_cores() -> int:
@@ -62,6 +79,22 @@ def _check(n, name: str = "n") -> int:
     return count
 
 
+def _controller():
+    """A threadpoolctl controller, made again when modules were imported since the last.
+
+    Making one scans every loaded shared library (≈ 4 ms); limiting through a made one
+    takes ≈ 10 µs, which keeps :func:`thread_policy` cheap on per-chunk calls such as
+    ``Moments.update``. A BLAS library loads with the Python module that links it, so a
+    new module is the signal to look again.
+    """
+    from threadpoolctl import ThreadpoolController
+
+    if _CONTROLLER[0] is None or _CONTROLLER[1] != len(sys.modules):
+        _CONTROLLER[1] = len(sys.modules)
+        _CONTROLLER[0] = ThreadpoolController()
+    return _CONTROLLER[0]
+
+
 @contextmanager
 def threads(n: int | None = None) -> Iterator[int]:
     """Limit BLAS/LAPACK/OpenMP pools (threadpoolctl) and torch to ``n`` threads.
@@ -83,16 +116,130 @@ def threads(n: int | None = None) -> Iterator[int]:
     affected).
     """
     import torch
-    from threadpoolctl import threadpool_limits
 
     count = default_threads() if n is None else _check(n)
     before = torch.get_num_threads()
-    with threadpool_limits(limits=count):
-        torch.set_num_threads(count)
-        try:
-            yield count
-        finally:
-            torch.set_num_threads(before)
+    token = _DEPTH.set(_DEPTH.get() + 1)
+    try:
+        with _controller().limit(limits=count):
+            torch.set_num_threads(count)
+            try:
+                yield count
+            finally:
+                torch.set_num_threads(before)
+    finally:
+        _DEPTH.reset(token)
+
+
+@functools.cache
+def _physical_cores() -> int:
+    """Physical cores, the count torch starts its intra-op pool with (cpuinfo's cores);
+    read once per process (≈ 0.3 ms)."""
+    try:
+        import psutil
+
+        count = psutil.cpu_count(logical=False)
+        if count:
+            return int(count)
+    except ImportError:
+        pass
+    try:
+        with open("/proc/cpuinfo") as fh:
+            pairs, physical = set(), "0"
+            for line in fh:
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if key == "physical id":
+                    physical = value.strip()
+                elif key == "core id":
+                    pairs.add((physical, value.strip()))
+        if pairs:
+            return len(pairs)
+    except OSError:
+        pass
+    return os.cpu_count() or 1
+
+
+def caller_choice() -> str | None:
+    """Whether the caller chose CPU threads, and how; None means lmsim's policy applies.
+
+    Checked in this order:
+
+    1. ``"lmsim.threads"``: the call runs inside an explicit :func:`threads` block (or
+       inside another entry point that applied the policy); nothing is changed.
+    2. ``"$LMSIM_THREADS"``: the variable is set; the policy applies its count.
+    3. ``"$OMP_NUM_THREADS"`` / ``"$MKL_NUM_THREADS"``: torch's own count was set through
+       its environment; nothing is changed.
+    4. ``"torch.set_num_threads"``: torch's intra-op count differs from the count torch
+       starts with (its physical cores); nothing is changed.
+
+    Returns
+    -------
+    str or None
+
+    Notes
+    -----
+    A ``torch.set_num_threads(n)`` whose ``n`` equals torch's starting count cannot be told
+    from the default and is not seen as a choice.
+    """
+    if _DEPTH.get() > 0:
+        return "lmsim.threads"
+    if os.environ.get(ENV_VAR):
+        return f"${ENV_VAR}"
+    for var in TORCH_ENV_VARS:
+        if os.environ.get(var):
+            return f"${var}"
+    if "torch" in sys.modules:
+        import torch
+
+        if torch.get_num_threads() != _physical_cores():
+            return "torch.set_num_threads"
+    return None
+
+
+def thread_policy(fn: F) -> F:
+    """Run ``fn`` under lmsim's thread policy unless the caller chose threads.
+
+    The decorator of every heavy public entry point. With no choice by the caller
+    (:func:`caller_choice` is None), ``fn`` runs inside ``threads()`` (the
+    :func:`default_threads` count); with ``$LMSIM_THREADS`` set, inside ``threads()`` at
+    that count; inside an explicit ``threads(...)`` block, or with torch's count set by
+    the user, it runs as called. Entry points called from another run as called (the
+    outer one set the threads), so nesting costs one lookup.
+
+    Parameters
+    ----------
+    fn : callable
+        A function or method; not a generator (the setting would end before it runs).
+
+    Returns
+    -------
+    callable
+        ``fn`` wrapped; ``wrapper.__wrapped__`` is ``fn`` and ``wrapper.thread_policy``
+        is True.
+    """
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        choice = caller_choice()
+        if choice is None or choice == f"${ENV_VAR}":
+            with threads():
+                return fn(*args, **kwargs)
+        return fn(*args, **kwargs)
+
+    wrapper.thread_policy = True
+    return wrapper  # type: ignore[return-value]
+
+
+@contextmanager
+def _as_chosen() -> Iterator[None]:
+    """Run the block as if the caller had chosen threads, changing none (benchmarks: the
+    behaviour before the policy)."""
+    token = _DEPTH.set(_DEPTH.get() + 1)
+    try:
+        yield
+    finally:
+        _DEPTH.reset(token)
 
 
 def thread_info() -> dict:
@@ -102,8 +249,9 @@ def thread_info() -> dict:
     -------
     dict
         ``torch_threads``, ``pools`` (one ``"internal_api:file": num_threads`` entry per
-        pool threadpoolctl finds), ``usable_cores`` and ``load_average``
-        (``os.getloadavg()``, 1, 5 and 15 minutes).
+        pool threadpoolctl finds), ``usable_cores``, ``load_average``
+        (``os.getloadavg()``, 1, 5 and 15 minutes) and ``caller_choice`` (see
+        :func:`caller_choice`: None when the thread policy applies).
     """
     import torch
     from threadpoolctl import threadpool_info
@@ -117,4 +265,5 @@ def thread_info() -> dict:
         "pools": pools,
         "usable_cores": _usable_cores(),
         "load_average": list(os.getloadavg()),
+        "caller_choice": caller_choice(),
     }

@@ -46,6 +46,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import torch
 
+from lmsim._threads import thread_policy
 from lmsim.moments import Moments
 
 __all__ = [
@@ -259,6 +260,7 @@ def _canonical(labels: np.ndarray) -> np.ndarray:
     return order[inverse].astype(np.int64)
 
 
+@thread_policy
 def cluster_neurons(
     X_or_moments,
     threshold: float | Sequence[float],

@@ -30,6 +30,8 @@ import numpy as np
 import torch
 from scipy.linalg.blas import dsyrk
 
+from lmsim._threads import thread_policy
+
 __all__ = ["Moments"]
 
 
@@ -145,6 +147,7 @@ class Moments:
         return f"Moments(n={self.n}, {{{blocks}{more}}}, device={self.device})"
 
     # ------------------------------------------------------------------ accumulation
+    @thread_policy
     def update(self, acts: Mapping[str, np.ndarray | torch.Tensor]) -> Moments:
         """Add a chunk of samples, one array ``(n_chunk, d_name)`` per block.
 

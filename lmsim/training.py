@@ -36,6 +36,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from lmsim._io import write_atomic
+from lmsim._threads import thread_policy
 
 __all__ = [
     "PEAK_FLOPS",
@@ -256,7 +257,7 @@ def _read_checkpoint(path: Path, device: torch.device) -> dict | None:
         warnings.warn(
             f"cannot resume from {path} ({type(err).__name__}: {str(err)[:200]}); moved it to "
             f"{aside.name} and training starts over",
-            stacklevel=3,
+            stacklevel=4,  # _read_checkpoint, train, its @thread_policy wrapper, the caller
         )
         return None
 
@@ -277,6 +278,7 @@ def _save_checkpoint(path: Path, run: TrainingRun, optimizer, scheduler, state, 
 # --------------------------------------------------------------------------------------
 
 
+@thread_policy
 def train(
     run: TrainingRun,
     settings: TrainSettings,

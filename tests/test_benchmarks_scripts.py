@@ -76,6 +76,22 @@ def test_bench_merge_tiny(tmp_path):
     assert lm < au
 
 
+def test_bench_threads_tiny(tmp_path):
+    data = _run("bench_threads", tmp_path, repeats=1)
+    _check_header(data)
+    assert data["flops_nominal"] > 0
+    for side in ("default", "before", "pinned"):
+        _check_side(data[side])
+        # threads change the order of float sums only
+        assert data[side]["max_abs_difference_vs_pinned"] < 1e-4
+    # what each side saw at the call: the policy pending, stood aside, or pinned
+    assert data["default"]["thread_info_at_call"]["caller_choice"] is None
+    assert data["pinned"]["thread_info_at_call"]["torch_threads"] == 1
+    assert data["ratio_before_over_default"] == pytest.approx(
+        data["before"]["best_s"] / data["default"]["best_s"]
+    )
+
+
 def test_bench_extract_tiny(tmp_path):
     data = _run("bench_extract", tmp_path)
     _check_header(data)

@@ -588,6 +588,8 @@ def test_corrupt_shard_is_named_moved_aside_and_recomputed(tiny, monkeypatch, da
     with pytest.warns(UserWarning, match=pattern) as record:
         again = extract_moments(pairs, TEXTS, **kw)
     assert any("shard_00001" in str(w.message) for w in record)
+    # reported at the line that called extract_moments (through its @thread_policy wrapper)
+    assert {w.filename for w in record if "corrupt" in str(w.message)} == {__file__}
     assert sum(calls) == 4, "only the damaged shard is recomputed"
     assert (folder / "shard_00001.safetensors.corrupt").is_file()
     torch.testing.assert_close(again.cov(again.names), reference.cov(reference.names))

@@ -5,10 +5,12 @@ from __future__ import annotations
 import numpy as np
 import torch.distributed as dist
 
+from lmsim._threads import thread_policy
 from lmsim.extract.distributed import _device_scope, _plan_on_rank
 from lmsim.extract.pooling import _pooled_batches, _progress, _rank_batches
 
 
+@thread_policy
 def extract_activations(
     models,
     texts,

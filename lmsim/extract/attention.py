@@ -12,6 +12,7 @@ from torch import nn
 
 from lmsim._io import check_record, file_record, move_aside, write_atomic, write_json_atomic
 from lmsim._runtime import autocast_dtype, resolve_device
+from lmsim._threads import thread_policy
 from lmsim.blocks import block_name
 from lmsim.extract.align import SUBWORDS, _check_texts, _encode
 from lmsim.extract.hashing import _cache_key, _content_hash
@@ -20,6 +21,7 @@ from lmsim.extract.runs import _autocast, _backbone, _n_layers, _prepare, _resol
 from lmsim.extract.shard_cache import _read_manifest
 
 
+@thread_policy
 def extract_attentions(
     models,
     sentences,
@@ -189,7 +191,8 @@ def _load_attentions(folder: Path, blocks: list[str], n_words: list[int]) -> dic
             ]
         return out
     except Exception as err:  # noqa: BLE001 - safetensors raises its own error types
-        move_aside(path, f"{type(err).__name__}: {err}", "recomputing it", stacklevel=4)
+        # move_aside, _load_attentions, extract_attentions, its @thread_policy wrapper, the caller
+        move_aside(path, f"{type(err).__name__}: {err}", "recomputing it", stacklevel=5)
         return None
 
 

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from lmsim._runtime import autocast_dtype, resolve_device
+from lmsim._threads import thread_policy
 from lmsim.encoding import encode_inputs, input_form, model_kind, pad_batch
 from lmsim.extract.align import _check_texts
 from lmsim.extract.hooks import scoped_hooks
@@ -18,6 +19,7 @@ from lmsim.extract.runs import _autocast, _prepare
 from lmsim.moments import Moments
 
 
+@thread_policy
 def extract_linear_grams(
     model: nn.Module,
     tokenizer,

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from lmsim._threads import thread_policy
 from lmsim.encoding import encode_inputs, forward_keys, pad_batch, resolve_kind
 from lmsim.extract.runs import _model_device
 
@@ -26,6 +27,7 @@ def _pad_id(tokenizer) -> int | None:
     return getattr(tokenizer, "pad_token_id", None)
 
 
+@thread_policy
 def extract_logits(
     model: nn.Module,
     tokenizer,

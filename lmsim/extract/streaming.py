@@ -15,6 +15,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from lmsim._threads import thread_policy
 from lmsim.extract.distributed import _device_scope, _owner, _plan_on_rank
 from lmsim.extract.hashing import _cache_key, _content_hash
 from lmsim.extract.pooling import _Plan, _pooled_batches, _progress, _text_lengths
@@ -30,10 +31,12 @@ from lmsim.moments import Moments
 
 _CLAIM_POLL_S = 0.5
 # A corrupt cache entry is reported at the line that called extract_moments: move_aside,
-# the reader, _cached_shard, _resolve_shard, _resolve_shards, extract_moments, the caller.
-_CALLER_FRAME = 7
+# the reader, _cached_shard, _resolve_shard, _resolve_shards, extract_moments, its
+# @thread_policy wrapper, the caller.
+_CALLER_FRAME = 8
 
 
+@thread_policy
 def extract_moments(
     models,
     texts,

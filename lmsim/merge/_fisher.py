@@ -12,11 +12,14 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from lmsim._threads import thread_policy
+
 FISHER_LABELS = ("sample", "empirical", "expected", "hard", "hard_empirical")
 # The released code's Fishers: squared gradients of batch-mean losses, not per-example squares.
 _BATCH_MODES = ("hard", "hard_empirical")
 
 
+@thread_policy
 def collect_fishers(
     model: nn.Module,
     tokenizer,

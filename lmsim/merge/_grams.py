@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 import torch
 from torch import nn
 
+from lmsim._threads import thread_policy
+
 
 def grams_from_moments(moms: Mapping, reduction: str = "mean") -> dict[str, torch.Tensor]:
     """RegMean Grams from :func:`lmsim.extract.extract_linear_grams` moments.
@@ -56,6 +58,7 @@ def gram_dtype(dtype=None):
     return "float32" if dtype is None or dtype == "auto" else dtype
 
 
+@thread_policy
 def collect_grams(
     model: nn.Module,
     tokenizer,

@@ -23,6 +23,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from lmsim._threads import thread_policy
 from lmsim.merge._algebra import RegMeanAccumulator, _check_alpha
 from lmsim.merge._files import load_fishers, load_grams
 from lmsim.merge._paramwise import OPTIONS, PARAMWISE, MergeOptions
@@ -115,6 +116,7 @@ def _load_stats(item, what: str, i: int, loader: Callable) -> Mapping:
     )
 
 
+@thread_policy
 def merge_models(
     models: Iterable,
     grams: Iterable | None = None,

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from lmsim._checks import check_finite
+from lmsim._threads import thread_policy
 from lmsim.probe._baselines import control_labels
 from lmsim.probe._fit import PENALTY_SCALINGS, _as_tensor, _column_stats, _fit, _predict
 from lmsim.probe._rankings import get_top_neurons
@@ -126,6 +127,7 @@ class ProbeResult:
         return self.classes[pred.numpy()]
 
 
+@thread_policy
 def train_probe(
     X_train,
     y_train,

@@ -76,6 +76,19 @@ def _parser() -> argparse.ArgumentParser:
         "number of their claim records and tables with the committed pages (tolerances: "
         "each entry's `verify` in notebooks/runs.yml); exit 1 on any disagreement",
     )
+    parser.add_argument(
+        "--plan",
+        action="store_true",
+        help="print each selected page's estimated peak RAM, GPU memory, disk and time on "
+        "--machine without running anything; exit 1 naming the page and the parameter to "
+        "change when one does not fit",
+    )
+    parser.add_argument(
+        "--machine",
+        metavar="FILE|KEY=VALUE,...",
+        help="the machine --plan checks against (a YAML/JSON file or key=value pairs, e.g. "
+        "ram_gb=64,gpu_memory_gb=40); default one H100 80 GB, 128 GB RAM, 64 GB disk",
+    )
     parser.add_argument("--log-output", action="store_true", help="stream notebook output")
     parser.add_argument("--no-progress", action="store_true", help="hide papermill's bars")
     return parser
@@ -134,10 +147,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ValueError("--verify compares with the committed pages: drop --output-dir/-p")
         output_dir = root / "_build" / "verify" / args.profile if args.verify else args.output_dir
         runs = plan_runs(manifest, args.profile, root, args.only, output_dir, overrides)
+        if args.plan:
+            return _plan(runs, args.machine)
         for run in runs:
             run.output.parent.mkdir(parents=True, exist_ok=True)
-    except (ValueError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except (ValueError, OSError, KeyError) as exc:
+        # KeyError: a page or a model the planner has no figures for
+        print(f"error: {exc.args[0] if isinstance(exc, KeyError) else exc}", file=sys.stderr)
         return 2
     skipped = [
         f"{chapter['slug']}/{entry['name']}"
@@ -189,6 +205,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 1
     return 0
+
+
+def _plan(runs, machine_spec: str | None) -> int:
+    """``--plan``: the resource table of ``runs``; 1 when a page does not fit."""
+    from lmsim.reproduce._estimates import plan_resources
+    from lmsim.reproduce._resources import load_machine, plan_table, problems
+
+    machine = load_machine(machine_spec)
+    estimates = plan_resources(runs, machine)
+    print(plan_table(estimates, machine))
+    lines = problems(estimates, machine)
+    for line in lines:
+        print(f"does not fit: {line}", file=sys.stderr)
+    return 1 if lines else 0
 
 
 def _verify(manifest: Mapping[str, Any], args, root: Path, results: Sequence[RunResult]) -> int:
