@@ -90,18 +90,20 @@ def resolve_dtype(
     Parameters
     ----------
     dtype : str, torch.dtype or None
-        ``None`` (or ``"auto"``) gives float32 on CPU and bfloat16 on CUDA. Names:
+        ``None`` (or ``"auto"``) gives float32 on every device: statistics computed on a
+        GPU match the CPU book's unless a 16-bit dtype is asked for by name. Names:
         ``"float32"``/``"fp32"``, ``"bfloat16"``/``"bf16"``, ``"float16"``/``"fp16"``,
         ``"float64"``.
     device : str or torch.device
-        The device the model will run on (only used when ``dtype`` is None).
+        The device the model will run on (checked; the default no longer depends on it).
 
     Returns
     -------
     torch.dtype
     """
     if dtype is None or dtype == "auto":
-        return torch.bfloat16 if resolve_device(device).type == "cuda" else torch.float32
+        resolve_device(device)
+        return torch.float32
     if isinstance(dtype, torch.dtype):
         if not dtype.is_floating_point:
             raise ValueError(f"`dtype` must be a floating dtype, got {dtype}")
@@ -142,7 +144,8 @@ def autocast_dtype(device: torch.device, dtype) -> torch.dtype | None:
     ----------
     device : torch.device
     dtype : str, torch.dtype or None
-        None: bfloat16 on CUDA, float32 elsewhere (see :func:`resolve_dtype`). float64 is
+        None: float32 on every device (see :func:`resolve_dtype`); bfloat16 or float16
+        autocast only when named. float64 is
         refused: forward passes run in float32 or a 16-bit autocast (statistics are
         accumulated in float64 regardless).
     """

@@ -986,7 +986,8 @@ def test_gpu_matches_cpu(tiny):
     cpu = extract_moments(pairs, SENTENCES, pooling="word", cache=False, **KW)
     kw = dict(pooling="word", cache=False, device="cuda", progress=False)
     fp32 = extract_moments(pairs, SENTENCES, dtype="float32", **kw)
-    bf16 = extract_moments(pairs, SENTENCES, **kw)  # default: bfloat16 autocast
+    assert extract_moments(pairs, SENTENCES, **kw).cov(cpu.names).dtype == torch.float64
+    bf16 = extract_moments(pairs, SENTENCES, dtype="bfloat16", **kw)
     assert fp32.device.type == "cuda" and bf16.device.type == "cuda"
     torch.testing.assert_close(fp32.cov(cpu.names).cpu(), cpu.cov(cpu.names), atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(bf16.mean(cpu.names).cpu(), cpu.mean(cpu.names), atol=0.1, rtol=0.05)

@@ -58,8 +58,8 @@ def test_grams_are_collected_in_float32_on_every_device(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     cuda = torch.device("cuda")
-    # The extraction default autocasts to bfloat16 on CUDA; the Grams' default does not.
-    assert autocast_dtype(cuda, None) == torch.bfloat16
+    # Neither the extraction default nor the Grams' autocasts to 16 bits on CUDA.
+    assert autocast_dtype(cuda, None) is None
     assert gram_dtype(None) == "float32" and gram_dtype("auto") == "float32"
     assert autocast_dtype(cuda, gram_dtype(None)) is None
     # bfloat16 only when asked for.

@@ -73,7 +73,7 @@ def test_resolve_device_cuda_without_cuda_names_fix():
 @pytest.mark.gpu
 def test_resolve_device_and_dtype_on_gpu():
     assert resolve_device("auto").type == "cuda"
-    assert resolve_dtype(None, "cuda") == torch.bfloat16
+    assert resolve_dtype(None, "cuda") == torch.float32  # 16 bits only by name
 
 
 @pytest.mark.parametrize(
@@ -417,3 +417,17 @@ def test_load_random_model_is_the_architecture_with_seeded_fresh_weights():
     assert any(not torch.equal(wa[k], wc[k]) for k in wa)
     with pytest.raises(TypeError, match="`seed` must be an int"):
         load_random_model("tiny-gpt2", seed=1.5)
+
+
+def test_default_precision_is_float32_on_every_device(monkeypatch):
+    """Statistics computed on a GPU match the CPU book's by default: 16-bit forward passes
+    (weights or autocast) only when a page or caller names them."""
+    from lmsim._runtime import autocast_dtype
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    for device in ("cpu", "cuda", "auto"):
+        assert resolve_dtype(None, device) == torch.float32
+        assert resolve_dtype("auto", device) == torch.float32
+    assert autocast_dtype(torch.device("cuda"), None) is None
+    assert autocast_dtype(torch.device("cuda"), "bf16") == torch.bfloat16

@@ -86,7 +86,8 @@ def extract_moments(
     device : str or torch.device
         ``"auto"``: CUDA if available, else CPU. The returned moments live there.
     dtype : str or torch.dtype, optional
-        Compute precision (``torch.autocast``): None = bfloat16 on CUDA, float32 on CPU.
+        Compute precision (``torch.autocast``): None = float32 on every device; "bfloat16" or
+        "float16" by name only.
         Models given by name are also loaded in it; models passed as objects keep the
         dtype of their weights.
     paper_compat_padding : bool

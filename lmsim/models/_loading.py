@@ -177,7 +177,7 @@ def load_model(
     device : str or torch.device
         See :func:`resolve_device`.
     dtype : str, torch.dtype or None
-        See :func:`resolve_dtype` (None: float32 on CPU, bfloat16 on CUDA).
+        See :func:`resolve_dtype` (None: float32 on every device).
     task : {"base", "masked-lm", "causal-lm", "sequence-classification", "token-classification"}
         Which Auto class: the bare encoder/decoder (``AutoModel``) or one with a head
         (``"token-classification"``: one logit vector per token, for NER).

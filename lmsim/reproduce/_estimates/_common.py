@@ -74,9 +74,9 @@ def _fetch_data(est: Estimate, specs) -> None:
 
 def _dtype(value, device: str) -> str:
     """The forward precision a page gets: ``dtype`` or, for None / "auto", what
-    ``lmsim._runtime.resolve_dtype`` picks today (bfloat16 on CUDA)."""
+    ``lmsim._runtime.resolve_dtype`` picks (float32 on every device)."""
     if value in (None, "auto"):
-        return "bfloat16" if device in ("cuda", "auto") else "float32"
+        return "float32"
     return {"bf16": "bfloat16", "fp32": "float32", "float": "float32"}.get(value, value)
 
 
