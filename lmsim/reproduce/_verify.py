@@ -123,19 +123,22 @@ def page_quantities(nb: Mapping) -> dict[str, dict]:
     dict
         ``{key: {"values": [float, ...], "verdict": str or None, "half_width": float}}``;
         keys name the claim (``claim: <text>``) or the table cell
-        (``table <cell>.<output>.<table>: <row label> / <column>``).
+        (``table <cell>.<k>: <row label> / <column>``, the k-th table of the cell).
     """
     found: dict[str, dict] = {}
     for index, cell in enumerate(nb.get("cells", [])):
-        for out_index, output in enumerate(cell.get("outputs", []) or []):
+        # Tables are numbered within their cell, not by output: how a kernel splits its
+        # printed text into outputs varies from run to run.
+        tables = []
+        for output in cell.get("outputs", []) or []:
             data = output.get("data", {}) or {}
             if CLAIMS_MIME in data:
                 for record in data[CLAIMS_MIME].get("claims", []):
                     found[f"claim: {record['claim']}"] = _claim_quantity(record)
             elif "text/html" in data:
-                for t_index, table in enumerate(html_tables(_text(data["text/html"]))):
-                    where = f"table {index}.{out_index}.{t_index}"
-                    found.update(_table_quantities(table, where))
+                tables += html_tables(_text(data["text/html"]))
+        for t_index, table in enumerate(tables):
+            found.update(_table_quantities(table, f"table {index}.{t_index}"))
     return found
 
 
