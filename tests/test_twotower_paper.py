@@ -138,6 +138,21 @@ def test_weights_are_repeated_rows(variant):
     assert sa == pytest.approx(sb, abs=1e-12)
 
 
+def test_occurrence_rows_weigh_each_token_by_its_occurrences():
+    E = np.arange(12.0).reshape(6, 2)
+    counts = np.array([5, 0, 2, 7, 2, 1])
+    tokens, X, w = tt.occurrence_rows(E, counts, exclude_ids=[5])
+    assert tokens.tolist() == [3, 0, 2, 4], "most frequent first; unseen and excluded dropped"
+    np.testing.assert_array_equal(X, E[[3, 0, 2, 4]])
+    np.testing.assert_array_equal(w, [7, 5, 2, 2])
+    occurrences = np.repeat(E[tokens], w.astype(int), axis=0)
+    a = tt.fit_ica(X, 2, weights=w, n_iter=50)
+    b = tt.fit_ica(occurrences, 2, n_iter=50)
+    np.testing.assert_allclose(np.repeat(a.Y, w.astype(int), axis=0), b.Y, atol=1e-9)
+    with pytest.raises(ValueError, match="`counts`"):
+        tt.occurrence_rows(E, counts[:3])
+
+
 def test_amari_g_is_the_authors_nonlinearity():
     y = np.array([-8.0, -0.5, 0.0, 0.5, 8.0])
     # ncamath.ica_torch: torch.sign(x) * (1 - torch.exp(-np.sqrt(2) * torch.abs(x))) / 2
@@ -571,3 +586,17 @@ def test_relative_pos_test_sees_through_a_global_lead():
 
     out = tt.relative_pos_test(scores, pos, tokens, ["VERB"], bootstrap=fake)
     assert calls == [2] and out["leans"].iloc[0] == "inconclusive"
+
+
+def test_the_differences_table_names_options_that_exist():
+    import re
+
+    fields = {f.name for f in dataclasses.fields(tt.TowerConfig)}
+    fields |= {f.name for f in dataclasses.fields(tt.TwoTowerSettings)}
+    table = tt.AUTHORS_CODE_DIFFERENCES
+    assert table["aspect"].is_unique
+    named = set()
+    for option in table["option"]:
+        named |= set(re.findall(r"(\w+)=", option))
+    assert named and named <= fields | {"mean", "variant", "weights"}, named - fields
+    assert "elmo_forward_only" in named and "untied_heads" in named and "input_proj" in named

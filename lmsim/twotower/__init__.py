@@ -95,6 +95,7 @@ from lmsim.twotower.ica import (
     group_table,
     ica_groups,
     ica_summary,
+    occurrence_rows,
     pca_whiten,
 )
 from lmsim.twotower.inputs import TowerData, inputs_and_labels, load_data
@@ -105,6 +106,7 @@ from lmsim.twotower.model import TransformerTower as TransformerTower
 from lmsim.twotower.model import new_heads as new_heads
 from lmsim.twotower.nulls import frequency_matched_null, frequency_strata, global_gap_null
 from lmsim.twotower.paper import (
+    AUTHORS_CODE_DIFFERENCES,
     PAPER_CONFIGS,
     PAPER_ICA_FACTS,
     PAPER_POS_CLAIMS,
@@ -155,6 +157,7 @@ __all__ = [
     "PAPER_TABLE3",
     "PAPER_TABLE4",
     "PAPER_ICA_FACTS",
+    "AUTHORS_CODE_DIFFERENCES",
     "ica_summary",
     "TowerConfig",
     "RunSpec",
@@ -196,6 +199,7 @@ __all__ = [
     "ICA_VARIANTS",
     "IcaFit",
     "fit_ica",
+    "occurrence_rows",
     "POS_REFERENCES",
     "relative_pos_test",
     "SplitHalf",

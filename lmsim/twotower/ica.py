@@ -225,6 +225,43 @@ def fit_ica(
     return IcaFit(Y, W, scale, eigvals, n_run, variant)
 
 
+def occurrence_rows(embedding, counts, exclude_ids=()) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The ICA's inputs as the authors built them, one row per distinct token.
+
+    The authors stack the input embedding of every evaluated token occurrence
+    (``ttlm/model.py`` ``eval_mem``: ``input_emb[labels != 0]``); the same rows, once per
+    token, with the token's count as its weight give the same PCA and ICA
+    (:func:`fit_ica` ``weights``).
+
+    Parameters
+    ----------
+    embedding : array of shape (vocab, embed)
+        The input word-vector table (``TwoTowerLM.embedding``).
+    counts : array of shape (vocab,)
+        Occurrences of each token among the evaluated positions
+        (:attr:`~lmsim.twotower.scores.Preference.counts`, or a count of the scored text).
+    exclude_ids : sequence of int
+        Tokens left out (the authors keep every token but padding).
+
+    Returns
+    -------
+    tokens : ndarray of int, shape (n_tokens,)
+        The tokens that occur, most frequent first (ties: lower id first).
+    X : ndarray of shape (n_tokens, embed)
+    weights : ndarray of shape (n_tokens,)
+    """
+    E = np.asarray(embedding, dtype=np.float64)
+    counts = np.asarray(counts, dtype=np.float64).copy()
+    if counts.shape != (len(E),):
+        raise ValueError(
+            f"`counts` must hold one count per row of `embedding` ({len(E)}), got {counts.shape}"
+        )
+    counts[list(exclude_ids)] = 0
+    order = np.lexsort((np.arange(len(counts)), -counts))
+    tokens = order[counts[order] > 0]
+    return tokens, E[tokens], counts[tokens]
+
+
 def ica_groups(Y: np.ndarray, threshold: float = 2.5) -> np.ndarray:
     """Membership of each sample in each component's group: ``|Y_j| > threshold``.
 
