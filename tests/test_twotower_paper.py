@@ -310,7 +310,9 @@ def test_as_authors_sets_every_option_and_dropout_is_active_in_training_only(dat
     config = tiny("elmo").as_authors()
     assert config.input_proj and config.untied_heads and config.elmo_forward_only
     assert config.dropout == 0.1
-    assert not tiny("gpt").as_authors().elmo_forward_only
+    gpt, bert = tiny("gpt").as_authors(), tt.TowerConfig("bert", hidden=8, embed=8).as_authors()
+    assert gpt.untied_heads and not gpt.elmo_forward_only and not gpt.input_proj, "GPT-2's wte"
+    assert bert.input_proj and bert.embed_dim == 16
     model = tt.TwoTowerLM(config, data.vocab_size, SETTINGS.seq_len)
     ids = data.valid[:2]
     model.train()
@@ -521,6 +523,28 @@ def test_global_gap_null_explains_a_pure_gap_and_not_a_planted_preference(seed):
     assert (planted.scores()[:20] > high[:20]).mean() > 0.9
     again = tt.global_gap_null(planted, n_draws=200, n_bins=30, seed=seed)
     np.testing.assert_array_equal(null, again)
+
+
+def test_two_pure_gap_runs_correlate_as_their_nulls_do():
+    """Two runs on the same tokens, each with only a global gap: their scores correlate
+    through token difficulty, and the paired null draws reproduce that correlation."""
+    runs = []
+    for seed in (5, 6):
+        rng = np.random.default_rng(seed)
+        token = np.repeat(np.arange(100), 60)
+        difficulty = np.random.default_rng(0).normal(-3, 1, 100)  # the text's, shared
+        log_p1 = difficulty[token] + rng.normal(0, 0.7, len(token))
+        log_p2 = 1.3 * log_p1 + rng.normal(0, 0.5, len(token))
+        log_p = np.stack([log_p1, log_p2, log_p1])
+        runs.append(tt.Occurrences(token, np.arange(len(token)) // 12, log_p, 100))
+    observed = tt.score_correlation(runs[0].scores(), runs[1].scores())
+    assert observed > 0.5, "a shared difficulty makes pure-gap scores correlate"
+    nulls = [tt.global_gap_null(o, n_draws=100, n_bins=30, seed=k) for k, o in enumerate(runs)]
+    r_null = tt.null_correlations(*nulls, np.arange(100))
+    assert r_null.shape == (100,)
+    assert np.percentile(r_null, 0.5) < observed < np.percentile(r_null, 99.5)
+    with pytest.raises(ValueError, match="one shape"):
+        tt.null_correlations(nulls[0], nulls[1][:5], np.arange(100))
 
 
 def test_frequency_strata_and_matched_null():

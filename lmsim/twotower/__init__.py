@@ -104,7 +104,12 @@ from lmsim.twotower.model import OutputHead, TwoTowerLM, UntiedHead, two_tower_f
 from lmsim.twotower.model import SharedEmbedding as SharedEmbedding
 from lmsim.twotower.model import TransformerTower as TransformerTower
 from lmsim.twotower.model import new_heads as new_heads
-from lmsim.twotower.nulls import frequency_matched_null, frequency_strata, global_gap_null
+from lmsim.twotower.nulls import (
+    frequency_matched_null,
+    frequency_strata,
+    global_gap_null,
+    null_correlations,
+)
 from lmsim.twotower.paper import (
     AUTHORS_CODE_DIFFERENCES,
     PAPER_CONFIGS,
@@ -211,6 +216,7 @@ __all__ = [
     "perplexity_table",
     "bootstrap_interval",
     "global_gap_null",
+    "null_correlations",
     "frequency_strata",
     "frequency_matched_null",
 ]

@@ -133,14 +133,17 @@ class TowerConfig:
         }
 
     def as_authors(self, dropout: float = 0.1) -> TowerConfig:
-        """This architecture with every choice of the authors' code: input projections,
-        untied heads, dropout 0.1 and (ELMo) the forward-only towers their code runs."""
+        """This architecture with every choice of the authors' code: untied heads, dropout
+        0.1, input projections for BERT and ELMo (their GPT towers read GPT-2's shared
+        H-wide table), and the forward-only ELMo their code runs. A BERT tower's ``embed``
+        becomes ``2 * hidden``."""
         return dataclasses.replace(
             self,
-            input_proj=True,
+            input_proj=self.tower != "gpt",
             untied_heads=True,
             dropout=dropout,
             elmo_forward_only=self.tower == "elmo",
+            embed=None if self.tower == "bert" else self.embed,
         )
 
     @property
