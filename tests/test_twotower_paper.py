@@ -404,6 +404,30 @@ def test_scores_match_a_naive_loop_for_each_mean(tower, mean, data):
     np.testing.assert_allclose(np.exp(occ.log_p[:2]).mean(1), pref.mean_p, atol=1e-9)
 
 
+def test_run_table_gathers_each_runs_evidence(data):
+    from lmsim.zoo import unigram_log_probs
+
+    log_uni = unigram_log_probs(data.counts, data.special_ids.tolist()).numpy()
+    prefs = {
+        name: tt.preference_scores(
+            random_run(tiny(tower), data, seed=k), data.valid[:12], data, record=True
+        )
+        for k, (name, tower) in enumerate([("g", "gpt"), ("e", "elmo")])
+    }
+    tokens = tt.top_tokens(prefs["g"].counts, data.special_ids.tolist(), 15)
+    table = tt.run_table(prefs, tokens, log_uni, n_splits=4, n_boot=50)
+    assert list(table.index) == ["g", "e"]
+    assert table.loc["g", "primary"] == prefs["g"].primary + 1
+    occ = prefs["e"].occurrences
+    assert table.loc["e", "secondary / unigram"] == pytest.approx(
+        math.exp(-occ.log_p[1].mean()) / math.exp(-log_uni[occ.token].mean())
+    )
+    assert (table["gap low"] <= table["gap"]).all() and (table["gap"] <= table["gap high"]).all()
+    prefs["g"].occurrences = None
+    with pytest.raises(ValueError, match="record=True"):
+        tt.run_table(prefs, tokens, log_uni)
+
+
 def test_occurrences_of_bert_repeats_keep_their_chunk(data):
     run = random_run(tiny("bert"), data)
     chunks = data.valid[:5]

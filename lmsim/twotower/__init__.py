@@ -128,6 +128,7 @@ from lmsim.twotower.reliability import (
     perplexity_table,
     perplexity_vs_unigram,
     primary_gap,
+    run_table,
     spearman_brown,
     split_half_reliability,
 )
@@ -214,6 +215,7 @@ __all__ = [
     "primary_gap",
     "perplexity_vs_unigram",
     "perplexity_table",
+    "run_table",
     "bootstrap_interval",
     "global_gap_null",
     "null_correlations",

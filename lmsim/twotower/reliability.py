@@ -9,7 +9,7 @@ position, ``preference_scores(record=True)``), so no model is run again.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -255,4 +255,59 @@ def perplexity_table(facts: dict[str, dict]) -> pd.DataFrame:
         for k, head in enumerate(f.get("head_val_ppl") or [], start=1):
             row[f"head {k} / unigram"] = head / uni
         rows[name] = row
+    return pd.DataFrame.from_dict(rows, orient="index")
+
+
+def run_table(
+    prefs: Mapping,
+    tokens: np.ndarray,
+    log_unigram,
+    unit: str = "chunk",
+    n_splits: int = 20,
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """Per run: how good the heads are against the unigram, how settled the primary tower
+    is, and how reliable the scores are (the ceiling of any correlation with another run).
+
+    Parameters
+    ----------
+    prefs : dict of run name to :class:`~lmsim.twotower.scores.Preference`
+        Scored with ``record=True``; each run's own ``mean`` is used.
+    tokens : ndarray of int
+    log_unigram : array of shape (vocab,)
+    unit, n_splits : str, int
+        :func:`split_half_reliability`'s.
+    n_boot, seed : int
+
+    Returns
+    -------
+    DataFrame indexed by run
+        ``primary`` (1 or 2), ``joint / unigram``, ``primary / unigram``,
+        ``secondary / unigram`` (perplexity ratios on the scored positions), ``gap``,
+        ``gap low``, ``gap high``, ``gap settled`` (:func:`primary_gap`), ``reliability``,
+        ``reliability low``, ``reliability high`` (the split spread) and ``n_tokens``.
+    """
+    rows = {}
+    for name, pref in prefs.items():
+        occ = pref.occurrences
+        if occ is None:
+            raise ValueError(f"run {name!r} was scored without `record=True`; score it again")
+        ppl = perplexity_vs_unigram(occ, log_unigram)
+        gap = primary_gap(occ, mean=pref.mean, n_boot=n_boot, seed=seed)
+        rel = split_half_reliability(occ, tokens, unit, n_splits, pref.mean, seed)
+        rows[name] = {
+            "primary": pref.primary + 1,
+            "joint / unigram": ppl["joint / unigram"],
+            "primary / unigram": ppl["primary / unigram"],
+            "secondary / unigram": ppl["secondary / unigram"],
+            "gap": gap["estimate"],
+            "gap low": gap["low"],
+            "gap high": gap["high"],
+            "gap settled": gap["settled"],
+            "reliability": rel.reliability,
+            "reliability low": rel.spread[0],
+            "reliability high": rel.spread[1],
+            "n_tokens": rel.n_tokens,
+        }
     return pd.DataFrame.from_dict(rows, orient="index")
