@@ -428,6 +428,20 @@ def test_run_table_gathers_each_runs_evidence(data):
         tt.run_table(prefs, tokens, log_uni)
 
 
+def test_scores_under_the_other_mean_are_oriented_by_that_mean():
+    token = np.array([0, 0, 1, 1])
+    # head 1 has the higher mean probability, head 2 the higher mean log-probability
+    log_p1 = np.log([0.9, 0.01, 0.5, 0.01])
+    log_p2 = np.log([0.2, 0.2, 0.2, 0.2])
+    occ = tt.Occurrences(token, np.arange(4), np.stack([log_p1, log_p2, log_p2]), 2)
+    assert occ.lead("probability") > 0 > occ.lead("log")
+    raw, oriented = occ.scores("log"), occ.scores("log", orient=True)
+    np.testing.assert_allclose(oriented, -raw)
+    np.testing.assert_allclose(occ.scores("probability", orient=True), occ.scores("probability"))
+    expected = [np.log(0.9 * 0.01) / 2 - np.log(0.2), np.log(0.5 * 0.01) / 2 - np.log(0.2)]
+    np.testing.assert_allclose(raw, expected)
+
+
 def test_occurrences_of_bert_repeats_keep_their_chunk(data):
     run = random_run(tiny("bert"), data)
     chunks = data.valid[:5]

@@ -53,7 +53,9 @@ class Occurrences:
         """The positions where ``keep`` (bool, shape (n_positions,)) holds."""
         return Occurrences(self.token[keep], self.chunk[keep], self.log_p[:, keep], self.vocab_size)
 
-    def scores(self, mean: str = "probability", log_p: np.ndarray | None = None) -> np.ndarray:
+    def scores(
+        self, mean: str = "probability", log_p: np.ndarray | None = None, orient: bool = False
+    ) -> np.ndarray:
         """Preference scores of these positions (Eq. 4), NaN for tokens never scored.
 
         Parameters
@@ -63,14 +65,26 @@ class Occurrences:
             log-probabilities' difference (the authors' code, ``perplexity_per_label``).
         log_p : ndarray of shape (2, n_positions), optional
             Replaces the two heads' log-probabilities (a null's draws).
+        orient : bool
+            Flip the sign when, under ``mean``, the second head leads over these positions
+            (Eq. 3 under that mean: the pass ordered the heads by its own ``mean``).
 
         Returns
         -------
         ndarray of shape (vocab_size,)
         """
-        return _scores(
-            self.token, self.log_p[:2] if log_p is None else log_p, self.vocab_size, mean
-        )
+        log_p = self.log_p[:2] if log_p is None else log_p
+        out = _scores(self.token, log_p, self.vocab_size, mean)
+        if orient and self.lead(mean, log_p) < 0:
+            out = -out
+        return out
+
+    def lead(self, mean: str = "probability", log_p: np.ndarray | None = None) -> float:
+        """The first head's lead over all positions: the difference of the mean
+        probabilities (Eq. 3) or of the mean log-probabilities (``mean="log"``)."""
+        log_p = self.log_p[:2] if log_p is None else log_p
+        values = np.exp(log_p) if mean == "probability" else log_p
+        return float(values[0].mean() - values[1].mean())
 
 
 def _scores(token: np.ndarray, log_p: np.ndarray, vocab: int, mean: str) -> np.ndarray:
