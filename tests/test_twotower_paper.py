@@ -64,6 +64,8 @@ def test_ica_recovers_a_sparse_mixtures_groups_at_unit_scale(seed, variant):
     sources, X = laplace_mixture(seed)
     # lr 0.1 instead of the authors' 0.01: the same fixed point in a tenth of the steps.
     fit = tt.fit_ica(X, 6, variant=variant, lr=0.1, n_iter=2000)
+    assert fit.n_iter == 2000 and fit.last_change < 1e-6, "converged"
+    assert tt.fit_ica(X, 6, variant=variant, lr=0.1, n_iter=20).last_change > 1e-4
     corr, match = matched_corr(fit.Y, sources)
     assert sorted(match) == list(range(6)), "a permutation of the sources"
     assert corr.max(1).min() > 0.98, "unmixed"

@@ -135,6 +135,12 @@ def amari_ica(
     W : ndarray of shape (d, d)
     n_iter_run : int
     """
+    Y, W, n_run, _ = _amari(P, lr, n_iter, tol, weights, renormalise, device)
+    return Y, W, n_run
+
+
+def _amari(P, lr, n_iter, tol, weights, renormalise, device):
+    """:func:`amari_ica`'s loop; also returns the largest change of ``W`` in the last step."""
     import torch
 
     P = np.asarray(P, dtype=np.float64)
@@ -153,11 +159,11 @@ def amari_ica(
         W_next = W + lr * (identity - (g * w) @ Y.T) @ W
         if renormalise:
             W_next *= math.sqrt(d) / torch.linalg.norm(W_next)
-        if tol > 0:
-            change = (W_next - W).abs().max().item()  # a device sync: only when asked
-        W = W_next
         n_run += 1
-    return (W @ data).T.cpu().numpy(), W.cpu().numpy(), n_run
+        if tol > 0 or n_run == n_iter:  # a device sync: only when asked, and at the end
+            change = (W_next - W).abs().max().item()
+        W = W_next
+    return (W @ data).T.cpu().numpy(), W.cpu().numpy(), n_run, change
 
 
 @dataclass
@@ -176,6 +182,8 @@ class IcaFit:
         PCA eigenvalues, descending.
     n_iter : int
     variant : str
+    last_change : float
+        Largest change of an entry of ``W`` in the last step (how far from converged).
     """
 
     Y: np.ndarray
@@ -184,6 +192,7 @@ class IcaFit:
     eigvals: np.ndarray
     n_iter: int
     variant: str
+    last_change: float = math.nan
 
     @property
     def explained(self) -> float:
@@ -228,13 +237,13 @@ def fit_ica(
     if variant not in ICA_VARIANTS:
         raise ValueError(f"`variant` must be one of {ICA_VARIANTS}, got {variant!r}")
     P, eigvals = pca_whiten(X, d, centre=variant == "lmsim", weights=weights)
-    Y, W, n_run = amari_ica(P, lr=lr, n_iter=n_iter, tol=tol, weights=weights, device=device)
+    Y, W, n_run, change = _amari(P, lr, n_iter, tol, weights, True, device)
     scale = np.ones(d)
     if variant == "lmsim":
         w = _weights(weights, len(Y))
         scale = np.sqrt(w @ (Y - w @ Y) ** 2)
         Y = Y / np.maximum(scale, 1e-12)
-    return IcaFit(Y, W, scale, eigvals, n_run, variant)
+    return IcaFit(Y, W, scale, eigvals, n_run, variant, change)
 
 
 def occurrence_rows(embedding, counts, exclude_ids=()) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
