@@ -16,8 +16,8 @@ tower on that tower's states alone; the frozen weights are checked bit for bit. 
 preference score of token ``a`` is ``s_a = log p̄_1a − log p̄_2a`` (Eq. 4), computed in one
 streaming pass (:func:`preference_scores`). The analyses: correlation of score vectors
 between runs over the most frequent tokens with a permutation null, Spearman against
-frequency rank, scores per part of speech, and ICA word groups of the input embedding
-table (PCA to ``d``, Amari's natural-gradient ICA with the paper's ``g``).
+frequency rank, scores per part of speech, and ICA word groups of the input embeddings
+(PCA to ``d``, Amari's natural-gradient ICA as the authors ran it).
 
 Training goes through :func:`lmsim.training.train` (the one training loop of lmsim):
 AdamW with β = (0.9, 0.98), weight decay 0.01, lr 1e-3 with linear warm-up and decay;
@@ -29,12 +29,29 @@ Departures from the paper, each forced or stated:
 
 - Eq. 1 multiplies the embedding ``x(t)`` with the concatenated state ``h_i`` directly, which
   needs ``dim h = dim x``; the concatenation is twice the tower width, so each output head is
-  BERT's prediction head (dense → GELU → LayerNorm) followed by the tied decoder and a bias.
-- Transformer towers are pre-LayerNorm (a final LayerNorm closes each stack): stable at the
-  paper's lr 1e-3 without the DeepSpeed kernels' tuning.
-- ICA inputs are PCA-*whitened* (``P = Xc V_d S_d^{-1/2}``); the paper's Eq. 5 writes
-  ``V_d √S_d``. The natural-gradient fixed point does not depend on how the inputs are scaled
-  (``W`` absorbs it), and whitened inputs converge in far fewer of the paper's lr 0.01 steps.
+  BERT's prediction head (dense → GELU → LayerNorm) followed by the tied decoder and a bias
+  (the authors' code does the same for the joint head).
+- ICA inputs are PCA-*whitened* (``P = X V_d S_d^{-1/2}``); the paper's Eq. 5 writes
+  ``V_d √S_d``, the authors' ``ncamath.pca`` whitens (:mod:`~lmsim.twotower.ica`).
+
+The authors' released code (``hezq06/twotower_lm``: ``ttlm/model.py``, ``ttlm/dslearn.py``,
+``workspace/TwoTowerLM.py``; ``hezq06/ncautil``: ``ncamath.py``) differs from the paper's text
+and from lmsim's defaults; each of its choices is a named option here, off by default:
+
+- :class:`TowerConfig` ``elmo_forward_only`` (their ``flip_seq`` zeroes the backward LSTMs),
+  ``input_proj`` (a 2H-wide table read through per-tower ``Linear(2H → H)``, BERT and ELMo),
+  ``untied_heads`` (a LayerNorm on the concatenation; phase-2 heads with untied decoders),
+  ``dropout`` (theirs 0.1); :meth:`TowerConfig.as_authors` sets them all;
+- :func:`preference_scores` ``mean="log"`` (their per-token mean of log-softmax) on the
+  chunks passed (their validation split);
+- :func:`fit_ica` ``variant="paper"`` (uncentred whitening, ``W`` rescaled to ``‖W‖_F = √d``
+  every step, fitted on every evaluated occurrence: ``weights`` = counts);
+- phase-2 length is :attr:`TwoTowerSettings.head_steps` (theirs: 30 epochs × 1,000 batches).
+
+Transformer towers are pre-LayerNorm, as the authors' (DeepSpeed ``pre_layer_norm=True``,
+GPT-2). The evidence helpers: :mod:`~lmsim.twotower.reliability` (split-half reliability,
+the primary tower's lead with an interval, perplexity against the unigram) and
+:mod:`~lmsim.twotower.nulls` (a global-gap null, frequency-matched nulls).
 
 References
 ----------
@@ -49,7 +66,8 @@ its FLOPs), :mod:`~lmsim.twotower.training` (both phases, the run cache, loading
 :mod:`~lmsim.twotower.scores` (preference scores), :mod:`~lmsim.twotower.compare`
 (correlations between runs and their null), :mod:`~lmsim.twotower.pos` (parts of speech),
 :mod:`~lmsim.twotower.ica` (PCA and ICA word groups), :mod:`~lmsim.twotower.cka` (the towers
-compared by CKA).
+compared by CKA), :mod:`~lmsim.twotower.reliability` and :mod:`~lmsim.twotower.nulls` (the
+evidence behind each claim).
 """
 
 from __future__ import annotations
@@ -68,14 +86,32 @@ from lmsim.twotower.compare import (
 )
 from lmsim.twotower.config import IGNORE_INDEX as IGNORE_INDEX
 from lmsim.twotower.config import TOWER_TYPES, RunSpec, TowerConfig, TwoTowerSettings
-from lmsim.twotower.ica import amari_g, amari_ica, group_table, ica_groups, ica_summary, pca_whiten
+from lmsim.twotower.ica import (
+    ICA_VARIANTS,
+    IcaFit,
+    amari_g,
+    amari_ica,
+    fit_ica,
+    group_table,
+    ica_groups,
+    ica_summary,
+    occurrence_rows,
+    pca_whiten,
+)
 from lmsim.twotower.inputs import TowerData, inputs_and_labels, load_data
 from lmsim.twotower.model import LSTMTower as LSTMTower
-from lmsim.twotower.model import OutputHead, TwoTowerLM, two_tower_flops_per_token
+from lmsim.twotower.model import OutputHead, TwoTowerLM, UntiedHead, two_tower_flops_per_token
 from lmsim.twotower.model import SharedEmbedding as SharedEmbedding
 from lmsim.twotower.model import TransformerTower as TransformerTower
 from lmsim.twotower.model import new_heads as new_heads
+from lmsim.twotower.nulls import (
+    frequency_matched_null,
+    frequency_strata,
+    global_gap_null,
+    null_correlations,
+)
 from lmsim.twotower.paper import (
+    AUTHORS_CODE_DIFFERENCES,
     PAPER_CONFIGS,
     PAPER_ICA_FACTS,
     PAPER_POS_CLAIMS,
@@ -84,8 +120,25 @@ from lmsim.twotower.paper import (
     PAPER_TABLE3,
     PAPER_TABLE4,
 )
-from lmsim.twotower.pos import pos_table, token_pos
-from lmsim.twotower.scores import Preference, preference_scores, primary_tower
+from lmsim.twotower.pos import POS_REFERENCES, pos_table, relative_pos_test, token_pos
+from lmsim.twotower.reliability import (
+    SplitHalf,
+    bootstrap_interval,
+    correlation_ceiling,
+    perplexity_table,
+    perplexity_vs_unigram,
+    primary_gap,
+    run_table,
+    spearman_brown,
+    split_half_reliability,
+)
+from lmsim.twotower.scores import (
+    SCORE_MEANS,
+    Occurrences,
+    Preference,
+    preference_scores,
+    primary_tower,
+)
 from lmsim.twotower.training import (
     TrainedTwoTower,
     load_two_tower,
@@ -110,6 +163,7 @@ __all__ = [
     "PAPER_TABLE3",
     "PAPER_TABLE4",
     "PAPER_ICA_FACTS",
+    "AUTHORS_CODE_DIFFERENCES",
     "ica_summary",
     "TowerConfig",
     "RunSpec",
@@ -145,4 +199,26 @@ __all__ = [
     "tower_states",
     "tower_cka",
     "training_log",
+    "UntiedHead",
+    "SCORE_MEANS",
+    "Occurrences",
+    "ICA_VARIANTS",
+    "IcaFit",
+    "fit_ica",
+    "occurrence_rows",
+    "POS_REFERENCES",
+    "relative_pos_test",
+    "SplitHalf",
+    "split_half_reliability",
+    "spearman_brown",
+    "correlation_ceiling",
+    "primary_gap",
+    "perplexity_vs_unigram",
+    "perplexity_table",
+    "run_table",
+    "bootstrap_interval",
+    "global_gap_null",
+    "null_correlations",
+    "frequency_strata",
+    "frequency_matched_null",
 ]

@@ -44,19 +44,41 @@ def score_correlation(a, b) -> float:
     return float(np.corrcoef(a, b)[0, 1])
 
 
-def permutation_null(a, b, n_perm: int = 1000, seed: int = 0) -> np.ndarray:
+def permutation_null(a, b, n_perm: int = 1000, seed: int = 0, strata=None) -> np.ndarray:
     """Correlations of ``a`` with random permutations of ``b``: the null of no shared
     pattern (the tokens' scores are exchangeable).
+
+    Parameters
+    ----------
+    a, b : array of shape (n_tokens,)
+        Entries not finite in both are dropped.
+    n_perm, seed : int
+    strata : array of int, shape (n_tokens,), optional
+        Permute only within each stratum (e.g. :func:`~lmsim.twotower.nulls.frequency_strata`
+        of the tokens' counts): the null keeps whatever the scores share through frequency.
 
     Returns
     -------
     ndarray of shape (n_perm,)
     """
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if strata is not None:
+        strata = np.asarray(strata)
+        if strata.shape != a.shape:
+            raise ValueError(f"`strata` must have the shape of `a` {a.shape}, got {strata.shape}")
+        strata = strata[np.isfinite(a) & np.isfinite(b)]
     a, b = _finite_pair(a, b)
     rng = np.random.default_rng(seed)
     za = (a - a.mean()) / a.std()
     zb = (b - b.mean()) / b.std()
-    perms = np.stack([rng.permutation(len(b)) for _ in range(n_perm)])
+    if strata is None:
+        perms = np.stack([rng.permutation(len(b)) for _ in range(n_perm)])
+    else:
+        groups = [np.flatnonzero(strata == s) for s in np.unique(strata)]
+        perms = np.tile(np.arange(len(b)), (n_perm, 1))
+        for k in range(n_perm):
+            for g in groups:
+                perms[k, g] = rng.permutation(g)
     return (zb[perms] @ za) / len(a)
 
 

@@ -33,6 +33,28 @@ class TowerConfig:
     lstm_proj : int
         LSTM projection size (0: none); ELMo projects its 4,096 cells to 512.
     dropout : float
+        On the embedding output and inside every layer (the authors: 0.1).
+    input_proj : bool
+        The authors' input path (``ttlm/model.py``, ``TwoTowerDsBert`` and ``TwoTowerELMo``:
+        ``pt_emb``, ``emb1``, ``emb2``): one ``embed``-wide shared table, a LayerNorm (ELMo
+        too), and a per-tower ``Linear(embed → width)``. Transformers then need ``embed`` =
+        ``2 * hidden`` (the default when ``embed`` is None); an ELMo tower reads
+        ``embed // 2`` and maps each direction's last LSTM output back to ``embed // 2``
+        (``h2o_f1``, ``h2o_b1``), so its state is ``embed`` wide. False: both towers read the
+        table directly (lmsim's default).
+    untied_heads : bool
+        The authors' heads (``ttlm/model.py``, every class): a LayerNorm on the concatenated
+        states before the joint head (``layer_norm_final``); phase-2 heads read their tower's
+        half of that (frozen) LayerNorm's output, then ``Linear(state, width)``, GELU,
+        LayerNorm and an untied ``Linear(width, vocab)`` (``dense_act1``,
+        ``layer_norm_trans1``, ``outnet1``). False: every head is decoded with the tied,
+        frozen embedding (Eq. 2 as written).
+    elmo_forward_only : bool
+        ELMo as the authors' code runs: ``TwoTowerELMo.flip_seq`` multiplies the backward
+        LSTM's output by the *diagonal* of an anti-identity (``einsum("bwl,ww->bwl")``),
+        which is zero for their even window of 128, so each tower's backward half is zero
+        and its "ELMo" is a forward LSTM LM. Here the backward half of the state is zeros
+        and no backward LSTM is built.
     """
 
     tower: str
@@ -43,6 +65,9 @@ class TowerConfig:
     embed: int | None = None
     lstm_proj: int = 0
     dropout: float = 0.0
+    input_proj: bool = False
+    untied_heads: bool = False
+    elmo_forward_only: bool = False
 
     def __post_init__(self):
         if self.tower not in TOWER_TYPES:
@@ -50,32 +75,85 @@ class TowerConfig:
         for name in ("hidden", "layers", "heads"):
             if getattr(self, name) < 1:
                 raise ValueError(f"`{name}` must be >= 1, got {getattr(self, name)}")
+        if not 0 <= self.dropout < 1:
+            raise ValueError(f"`dropout` must lie in [0, 1), got {self.dropout}")
+        if self.elmo_forward_only and self.tower != "elmo":
+            raise ValueError(f"`elmo_forward_only` applies to ELMo towers, not {self.tower!r}")
         if self.tower != "elmo":
             if self.hidden % self.heads:
                 raise ValueError(
                     f"`hidden`={self.hidden} must be divisible by `heads`={self.heads}"
                 )
-            if self.embed not in (None, self.hidden):
+            wide = 2 * self.hidden if self.input_proj else self.hidden
+            if self.embed not in (None, wide):
                 raise ValueError(
-                    f"transformer towers read the word vectors directly: `embed` must be None "
-                    f"or `hidden`={self.hidden}, got {self.embed}"
+                    f"transformer towers read {'2 * ' if self.input_proj else ''}`hidden`-wide "
+                    f"word vectors: `embed` must be None or {wide}, got {self.embed}"
                 )
+        elif self.input_proj and self.embed_dim % 2:
+            raise ValueError(
+                f"an ELMo tower with `input_proj` reads `embed // 2`: `embed` must be even, "
+                f"got {self.embed_dim}"
+            )
 
     @property
     def embed_dim(self) -> int:
         """Size of the shared word vectors."""
-        return self.embed or self.hidden
+        if self.embed:
+            return self.embed
+        return 2 * self.hidden if self.input_proj and self.tower != "elmo" else self.hidden
+
+    @property
+    def width(self) -> int:
+        """What one tower reads: ``hidden`` (transformers), ``embed // 2`` (ELMo with
+        ``input_proj``) or the word vectors (ELMo)."""
+        if self.tower != "elmo":
+            return self.hidden
+        return self.embed_dim // 2 if self.input_proj else self.embed_dim
+
+    @property
+    def lstm_out(self) -> int:
+        """Size of one LSTM layer's output per direction."""
+        return self.lstm_proj or self.hidden
 
     @property
     def state_dim(self) -> int:
         """Size of one tower's state (ELMo: forward and backward concatenated)."""
         if self.tower == "elmo":
-            return 2 * (self.lstm_proj or self.hidden)
+            return 2 * (self.width if self.input_proj else self.lstm_out)
         return self.hidden
+
+    def key(self) -> dict:
+        """The fields that decide a run: every field, less the later options at their
+        defaults (so runs cached before those options keep their keys)."""
+        return {
+            k: v
+            for k, v in dataclasses.asdict(self).items()
+            if not (k in _OPTION_DEFAULTS and v == _OPTION_DEFAULTS[k])
+        }
+
+    def as_authors(self, dropout: float = 0.1) -> TowerConfig:
+        """This architecture with every choice of the authors' code: untied heads, dropout
+        0.1, input projections for BERT and ELMo (their GPT towers read GPT-2's shared
+        H-wide table), and the forward-only ELMo their code runs. A BERT tower's ``embed``
+        becomes ``2 * hidden``."""
+        return dataclasses.replace(
+            self,
+            input_proj=self.tower != "gpt",
+            untied_heads=True,
+            dropout=dropout,
+            elmo_forward_only=self.tower == "elmo",
+            embed=None if self.tower == "bert" else self.embed,
+        )
 
     @property
     def ffn_dim(self) -> int:
         return self.intermediate or 4 * self.hidden
+
+
+# Options added after runs were cached: left out of a run's cache key at these values, so
+# the runs cached before them keep their keys.
+_OPTION_DEFAULTS = {"input_proj": False, "untied_heads": False, "elmo_forward_only": False}
 
 
 @dataclass(frozen=True)

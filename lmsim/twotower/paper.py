@@ -87,3 +87,120 @@ PAPER_ICA_FACTS = {
     "fraction of words in exactly one group": 0.45,
     "mean groups per word": 1.45,
 }
+
+# Where the authors' released code (hezq06/twotower_lm at e8b468e; hezq06/ncautil for the
+# ICA) differs from the paper's text or from lmsim's defaults, and the option that follows it.
+AUTHORS_CODE_DIFFERENCES = pd.DataFrame(
+    [
+        (
+            "ELMo backward LSTMs",
+            "ttlm/model.py TwoTowerELMo.flip_seq: einsum('bwl,ww->bwl') keeps the diagonal of "
+            "the anti-identity, zero for the even window 128: both towers are forward LSTM LMs",
+            "bidirectional (Sec. 3.1)",
+            "bidirectional",
+            "TowerConfig(elmo_forward_only=True)",
+        ),
+        (
+            "per-token score",
+            "ttlm/model.py eval_mem ('perplexity_per_label'): mean of log-softmax per token, "
+            "at the masked positions of the validation split",
+            "log of the mean probability over the corpus (Eq. 4)",
+            "log of the mean probability over the chunks passed",
+            "preference_scores(mean='log') on data.valid",
+        ),
+        (
+            "phase-2 heads",
+            "ttlm/model.py phase2_t1/phase3_t2: the tower's half of LayerNorm(concat), "
+            "Linear(H, H), GELU, LayerNorm, untied Linear(H, V)",
+            "tied softmax x(t)ᵀh on the tower's state (Eq. 2)",
+            "dense, GELU, LayerNorm, tied decoder",
+            "TowerConfig(untied_heads=True)",
+        ),
+        (
+            "joint head",
+            "ttlm/model.py phase1_mlm: LayerNorm(concat), dense, GELU, LayerNorm, tied decoder",
+            "tied softmax x(t)ᵀh (Eq. 1)",
+            "dense, GELU, LayerNorm, tied decoder",
+            "TowerConfig(untied_heads=True) adds the LayerNorm",
+        ),
+        (
+            "tower inputs",
+            "ttlm/model.py TwoTowerDsBert, TwoTowerELMo: a 2H-wide table (+ positions for "
+            "BERT), LayerNorm, dropout, per-tower Linear(2H, H) (emb1, emb2); GPT: GPT-2's "
+            "shared H-wide wte/wpe, no embedding LayerNorm",
+            "one shared word embedding",
+            "one H-wide table (+ positions and LayerNorm for transformers)",
+            "TowerConfig(input_proj=True)",
+        ),
+        (
+            "ELMo LSTM",
+            "ttlm/model.py TwoTowerELMo: nn.LSTM(256, 4096, num_layers=2) per direction, then "
+            "Linear(4096, 256) (h2o); table 512 wide",
+            "hidden 4096, 2 layers (Table 1)",
+            "one nn.LSTM per layer, optional recurrent projection (lstm_proj)",
+            "TowerConfig(input_proj=True, embed=512, lstm_proj=0) adds h2o",
+        ),
+        (
+            "dropout",
+            "0.1 (DeepSpeed layers, GPT-2, embeddings; ELMo: embeddings and concat)",
+            "not stated",
+            "0",
+            "TowerConfig(dropout=0.1)",
+        ),
+        (
+            "training length",
+            "workspace/run_2towerlm.sh, TwoTowerLM.py: phase 1 25 epochs x 5,000 micro-batches "
+            "of 128 x 128 tokens per GPU; phase 2 30 epochs x 1,000 (warm-up 1,000)",
+            "about one day per case",
+            "TwoTowerSettings.steps, head_steps",
+            "TwoTowerSettings(head_steps=...)",
+        ),
+        (
+            "transformer blocks",
+            "DeepSpeed pre_layer_norm=True (no final per-tower LayerNorm: the concat's serves); "
+            "GPT-2 (pre-LN, ln_f)",
+            "BERT / GPT-2",
+            "pre-LN with a final LayerNorm per tower",
+            "none (pre-LN as theirs)",
+        ),
+        (
+            "optimiser",
+            "workspace/ds_config/deepspeed_config_24hbert.json: Adam lr 1e-3, betas "
+            "(0.9, 0.98), weight decay 0.01, clipping 1.0, fp16, linear warm-up and decay",
+            "the same (Sec. 4.3)",
+            "AdamW, decay on matrices only, clipping 1.0, float32 (bf16 on CUDA)",
+            "none",
+        ),
+        (
+            "phase-2 towers",
+            "frozen under no_grad but in train mode (dropout active)",
+            "frozen",
+            "frozen, eval mode",
+            "none",
+        ),
+        (
+            "BERT score passes",
+            "each head scored in its own validation pass with fresh random masks",
+            "not stated",
+            "one pass, the same masks for both heads (mask_repeats passes)",
+            "none",
+        ),
+        (
+            "ICA",
+            "ncautil/ncamath.py pca (uncentred, whitened) and ica_torch (W rescaled to "
+            "||W||_F = sqrt(d) every step, g = sign(y)(1 - exp(-sqrt(2)|y|))/2, 10,000 steps) "
+            "on the input embeddings of every evaluated occurrence",
+            "P = X V_d sqrt(S_d); Amari's rule; g with sqrt(2|y|) (Eq. 5-7)",
+            "fit_ica(variant='lmsim'): centred, the same update, sources at unit scale",
+            "fit_ica(variant='paper', weights=occurrence counts)",
+        ),
+        (
+            "data",
+            "Wikipedia + BookCorpus, bert-base-uncased WordPiece, window 128",
+            "the same (Sec. 4.1)",
+            "PTB, the zoo's 8,000-piece WordPiece (default profile)",
+            "TwoTowerSettings(corpora, tokenizer, seq_len)",
+        ),
+    ],
+    columns=["aspect", "the authors' code", "the paper's text", "lmsim default", "option"],
+)

@@ -91,3 +91,97 @@ def pos_table(
                 }
             )
     return pd.DataFrame(rows)
+
+
+POS_REFERENCES = ("all", "PROPN")
+
+
+def _median_difference(x: np.ndarray, y: np.ndarray) -> float:
+    return float(np.median(x) - np.median(y))
+
+
+def relative_pos_test(
+    scores: Mapping[str, np.ndarray],
+    pos: pd.DataFrame,
+    tokens: np.ndarray,
+    tags: Sequence[str],
+    reference: str = "all",
+    n_boot: int = 1000,
+    level: float = 0.95,
+    seed: int = 0,
+    bootstrap=None,
+) -> pd.DataFrame:
+    """Which tower a tag leans to, *relative* to the run's other tokens, with an interval.
+
+    "Median s > 0" inherits the primary tower's global lead (every tag can sit above 0).
+    Here the estimate is the tag's median score minus the median of a reference set over
+    the same ``tokens``: every tagged token (``"all"``) or the PROPN tokens (``"PROPN"``,
+    the paper's secondary-preferred tag). The interval resamples the tag's tokens and the
+    reference's tokens independently (percentile bootstrap). The tag leans to the primary
+    tower when the interval lies above 0, to the secondary when below, else inconclusive.
+
+    Parameters
+    ----------
+    scores : dict of run name to ndarray of shape (vocab,)
+    pos : DataFrame from :func:`token_pos`
+    tokens : ndarray of int
+    tags : sequence of str
+    reference : {"all", "PROPN"}
+    n_boot, level, seed : int, float, int
+    bootstrap : callable, optional
+        ``bootstrap(stat, samples, n_boot=, level=, seed=) -> (low, high)``; default
+        :func:`lmsim.twotower.reliability.bootstrap_interval`.
+
+    Returns
+    -------
+    DataFrame, one row per (run, tag)
+        ``n_tokens``, ``median``, ``reference median``, ``estimate``, ``low``, ``high``,
+        ``leans`` (primary / secondary / inconclusive), ``paper`` and ``holds`` (True, False,
+        or None when inconclusive or the paper makes no claim).
+    """
+    from lmsim.twotower.reliability import bootstrap_interval
+
+    if reference not in POS_REFERENCES:
+        raise ValueError(f"`reference` must be one of {POS_REFERENCES}, got {reference!r}")
+    bootstrap = bootstrap or bootstrap_interval
+    tagged = pos.reindex(tokens)
+    has_tag = tagged["upos"].notna().to_numpy()
+    rows = []
+    for name, s in scores.items():
+        s = np.asarray(s)[tokens]
+        ok = np.isfinite(s) & has_tag
+        ref = s[ok & (tagged["upos"] == reference).to_numpy()] if reference != "all" else s[ok]
+        for tag in tags:
+            if tag == reference:
+                continue
+            vals = s[ok & (tagged["upos"] == tag).to_numpy()]
+            row = {"run": name, "tag": tag, "reference": reference, "n_tokens": len(vals)}
+            if len(vals) and len(ref):
+                low, high = bootstrap(
+                    _median_difference, (vals, ref), n_boot=n_boot, level=level, seed=seed
+                )
+                leans = "primary" if low > 0 else "secondary" if high < 0 else "inconclusive"
+                row.update(
+                    {
+                        "median": float(np.median(vals)),
+                        "reference median": float(np.median(ref)),
+                        "estimate": _median_difference(vals, ref),
+                        "low": low,
+                        "high": high,
+                        "leans": leans,
+                    }
+                )
+            else:
+                row.update({"estimate": math.nan, "low": math.nan, "high": math.nan})
+                row["leans"] = "n/a"
+            claim = PAPER_POS_CLAIMS.get(tag)
+            if reference == "PROPN" and claim == "secondary":
+                claim = None
+            row["paper"] = claim or "spread"
+            row["holds"] = (
+                (row["leans"] == claim)
+                if claim and row["leans"] in PAPER_POS_CLAIMS.values()
+                else None
+            )
+            rows.append(row)
+    return pd.DataFrame(rows)

@@ -107,15 +107,20 @@ def phase2_run(
 ) -> TrainingRun:
     """The :class:`~lmsim.training.TrainingRun` of Eq. 2 for tower ``which`` (0 or 1).
 
-    Only ``head`` trains; it reads tower ``which``'s states, computed without gradients from
-    the frozen model. Both towers' runs see the same batches and masks.
+    Only ``head`` trains; it reads tower ``which``'s states (or, with ``untied_heads``, its
+    half of the frozen joint LayerNorm of both towers' states: :meth:`TwoTowerLM.head_inputs`),
+    computed without gradients from the frozen model. Both towers' runs see the same batches
+    and masks.
     """
     tower = model.config.tower
 
     def states(inputs, labels):
         with torch.no_grad():
-            x = model.embed(inputs)
-            return model.towers[which](x)[-1][labels != IGNORE_INDEX]
+            sel = labels != IGNORE_INDEX
+            if model.head.in_norm is None:  # one tower suffices
+                return model.towers[which](model.embed(inputs))[-1][sel]
+            h1, h2 = model.states(inputs)
+            return model.head_inputs(h1[sel], h2[sel])[which]
 
     def loss_fn(step):
         batch = _batch(data, settings, seed + 1, step, device)
@@ -135,7 +140,7 @@ def phase2_run(
 
 def _digest(spec: RunSpec, settings: TwoTowerSettings) -> str:
     what = {
-        "config": dataclasses.asdict(spec.config),
+        "config": spec.config.key(),
         "seed": spec.seed,
         "settings": {k: v for k, v in dataclasses.asdict(settings).items() if k != "threads"},
     }
@@ -148,9 +153,8 @@ def run_dir(spec: RunSpec, settings: TwoTowerSettings, profile: str) -> Path:
 
 
 def _frozen_state(model: nn.Module) -> dict[str, torch.Tensor]:
-    return {
-        k: v.detach().clone() for k, v in model.state_dict().items() if not k.startswith("head.")
-    }
+    # The joint head is frozen too (its LayerNorm feeds the untied phase-2 heads).
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
 def _bit_identical(before: Mapping[str, torch.Tensor], model: nn.Module) -> bool:
@@ -336,7 +340,7 @@ def _phase2(spec, settings, model, data, device, work: Path, progress, stop_afte
         head_results.append(result)
     if not _bit_identical(frozen, model):
         raise RuntimeError(
-            f"{spec.name}: phase 2 changed a frozen weight of the embedding or towers"
+            f"{spec.name}: phase 2 changed a frozen weight of the embedding, towers or joint head"
         )
     return heads, head_results
 

@@ -1,0 +1,169 @@
+"""Nulls for the preference claims: what a global quality gap between the two heads, or
+token frequency alone, would give.
+
+- :func:`global_gap_null`: the secondary head is the primary degraded in a way that does
+  not depend on the token. Scores drawn under it keep the gap (and how it varies with how
+  hard a position is), so whatever they share across runs or parts of speech is not a
+  token-specific preference; :func:`null_correlations` correlates two runs' draws.
+- :func:`frequency_strata` and :func:`frequency_matched_null`: sets of tokens drawn to
+  match a group's frequencies, for statistics of a group (a tag's median score);
+  :func:`~lmsim.twotower.compare.permutation_null` with ``strata`` permutes scores within
+  frequency strata for correlations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from lmsim.twotower.scores import Occurrences
+
+
+def global_gap_null(
+    occ: Occurrences,
+    n_draws: int = 100,
+    n_bins: int = 50,
+    mean: str = "probability",
+    seed: int = 0,
+) -> np.ndarray:
+    """Score vectors drawn under "no token-specific preference, only a global gap".
+
+    The positions are binned by the primary head's log-probability ``x`` (``n_bins``
+    quantile bins); in each bin the secondary's log-probability ``y`` is fitted by a line in
+    ``x``. A draw keeps every position's token and ``x``, and sets ``y`` to the position's
+    fitted value plus the residual of a random position of the same bin, whatever that
+    position's token. The secondary's dependence on the primary (the gap, and how it grows
+    with difficulty) is kept; any link to token identity beyond the primary's own
+    difficulty is cut.
+
+    Parameters
+    ----------
+    occ : Occurrences
+    n_draws : int
+    n_bins : int
+    mean : {"probability", "log"}
+    seed : int
+
+    Returns
+    -------
+    ndarray of shape (n_draws, vocab_size)
+        One score vector per draw (NaN for tokens never scored).
+    """
+    if n_bins < 1 or n_draws < 1:
+        raise ValueError(f"`n_bins` and `n_draws` must be >= 1, got {n_bins} and {n_draws}")
+    x, y = occ.log_p[0], occ.log_p[1]
+    edges = np.quantile(x, np.linspace(0, 1, n_bins + 1)[1:-1])
+    bins = np.searchsorted(edges, x, side="right")
+    n = np.bincount(bins, minlength=n_bins).astype(np.float64)
+    sums = [np.bincount(bins, weights=v, minlength=n_bins) for v in (x, y, x * x, x * y)]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mx, my = sums[0] / n, sums[1] / n
+        sxx = sums[2] - n * mx * mx
+        slope = np.where(sxx > 1e-12 * np.maximum(sums[2], 1), (sums[3] - n * mx * my) / sxx, 0)
+    fitted = my[bins] + slope[bins] * (x - mx[bins])
+    resid = y - fitted
+    order = np.argsort(bins, kind="stable")
+    starts = np.concatenate([[0], np.cumsum(n)[:-1]]).astype(np.int64)
+    size = n.astype(np.int64)[bins]
+    rng = np.random.default_rng(seed)
+    out = np.empty((n_draws, occ.vocab_size))
+    for k in range(n_draws):
+        pick = order[starts[bins] + (rng.random(len(bins)) * size).astype(np.int64)]
+        out[k] = occ.scores(mean, log_p=np.stack([x, fitted + resid[pick]]))
+    return out
+
+
+def null_correlations(null_a: np.ndarray, null_b: np.ndarray, tokens) -> np.ndarray:
+    """Correlation between two runs' :func:`global_gap_null` draws, draw by draw, over
+    ``tokens``: how much two runs' scores would correlate through their gaps alone.
+
+    Parameters
+    ----------
+    null_a, null_b : ndarray of shape (n_draws, vocab_size)
+    tokens : array of int
+
+    Returns
+    -------
+    ndarray of shape (n_draws,)
+        Pearson correlation over the tokens finite in both draws.
+    """
+    from lmsim.twotower.compare import score_correlation
+
+    null_a, null_b = np.asarray(null_a), np.asarray(null_b)
+    if null_a.shape != null_b.shape:
+        raise ValueError(
+            f"`null_a` and `null_b` must have one shape, got {null_a.shape} and {null_b.shape}"
+        )
+    tokens = np.asarray(tokens)
+    return np.array([score_correlation(a[tokens], b[tokens]) for a, b in zip(null_a, null_b)])
+
+
+def frequency_strata(counts, n_bins: int = 10) -> np.ndarray:
+    """Quantile bins of ``log(counts)``: tokens of similar frequency share a stratum.
+
+    Parameters
+    ----------
+    counts : array of shape (n_tokens,)
+        Positive counts.
+    n_bins : int
+
+    Returns
+    -------
+    ndarray of int, shape (n_tokens,)
+        Stratum of each token, 0 (rarest) to at most ``n_bins - 1``.
+    """
+    counts = np.asarray(counts, dtype=np.float64)
+    if (counts <= 0).any():
+        raise ValueError("`counts` must be positive (pass the counts of scored tokens only)")
+    logc = np.log(counts)
+    edges = np.unique(np.quantile(logc, np.linspace(0, 1, n_bins + 1)[1:-1]))
+    return np.searchsorted(edges, logc, side="right")
+
+
+def frequency_matched_null(
+    values,
+    strata,
+    members,
+    stat: Callable[[np.ndarray], float] = np.median,
+    n_draws: int = 1000,
+    seed: int = 0,
+) -> np.ndarray:
+    """Null distribution of ``stat`` over token sets matched to a group's frequencies.
+
+    Each draw takes, in every frequency stratum, as many tokens as the group has there, at
+    random without replacement from all tokens of that stratum, and applies ``stat`` to
+    their values.
+
+    Parameters
+    ----------
+    values : array of shape (n_tokens,)
+        E.g. the scores of the candidate tokens (finite).
+    strata : array of int, shape (n_tokens,)
+        :func:`frequency_strata` of their counts.
+    members : array of bool, shape (n_tokens,)
+        The group (e.g. the tokens tagged VERB).
+    stat : callable
+    n_draws : int
+    seed : int
+
+    Returns
+    -------
+    ndarray of shape (n_draws,)
+    """
+    values, strata, members = np.asarray(values), np.asarray(strata), np.asarray(members, bool)
+    if not (values.shape == strata.shape == members.shape):
+        raise ValueError(
+            f"`values`, `strata` and `members` must have one shape, got {values.shape}, "
+            f"{strata.shape} and {members.shape}"
+        )
+    if not members.any():
+        raise ValueError("`members` selects no token")
+    pools = {s: np.flatnonzero(strata == s) for s in np.unique(strata[members])}
+    need = {s: int((strata[members] == s).sum()) for s in pools}
+    rng = np.random.default_rng(seed)
+    out = np.empty(n_draws)
+    for k in range(n_draws):
+        pick = np.concatenate([rng.choice(pools[s], need[s], replace=False) for s in pools])
+        out[k] = stat(values[pick])
+    return out
