@@ -238,6 +238,7 @@ class TwoTowerSettings:
         for name in ("batch_size", "steps", "head_steps", "eval_every", "checkpoint_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"`{name}` must be >= 1, got {getattr(self, name)}")
+        _check_tokenizer_spec(self.tokenizer)
 
     def train_settings(self, head: bool = False) -> TrainSettings:
         """The :class:`~lmsim.training.TrainSettings` of phase 1 (or 2, ``head=True``)."""
@@ -252,3 +253,18 @@ class TwoTowerSettings:
             fused_adamw=self.fused_adamw,
             compile=self.compile,
         )
+
+
+def _check_tokenizer_spec(spec) -> None:
+    """``"zoo:<profile>"``, ``"train:<vocab_size>"`` (an int >= 100) or a model name."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise ValueError(f"`tokenizer` must be a non-empty str, got {spec!r}")
+    if spec.startswith("train:"):
+        size = spec.split(":", 1)[1]
+        if not size.isdigit() or int(size) < 100:
+            raise ValueError(
+                f"`tokenizer` {spec!r}: after 'train:' give the vocabulary size as an integer "
+                "of at least 100, e.g. 'train:8000'"
+            )
+    elif spec.startswith("zoo:") and not spec.split(":", 1)[1]:
+        raise ValueError(f"`tokenizer` {spec!r}: name the zoo profile, e.g. 'zoo:default'")
