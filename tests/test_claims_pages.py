@@ -104,9 +104,7 @@ def test_a_converted_page_opens_with_what_it_found(page):
         for i, c in enumerate(cells)
         if c["cell_type"] == "code" and not set(_FOLDED) & set(_tags(c))
     )
-    top = "".join(
-        "".join(c["source"]) for c in cells[:first_code] if c["cell_type"] == "markdown"
-    )
+    top = "".join("".join(c["source"]) for c in cells[:first_code] if c["cell_type"] == "markdown")
     assert f"{{glue}} {cl.GLUE_KEY}" in top, (
         f"{page}: no findings before its first code cell; paste the claims near the top "
         f"with a ```{{glue}} {cl.GLUE_KEY}``` directive (Claims.glue() in the claim check)"
