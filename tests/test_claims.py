@@ -148,6 +148,19 @@ def test_bad_uses_name_the_fix():
         cl.Claim("x", "reported", True, verdict="inconclusive")
 
 
+def test_the_older_positional_calls_still_work():
+    import numpy as np
+
+    claims = cl.Claims("demo", "p")
+    claims.report("positional", np.bool_(True), "0.5", "0.6 (Fig. 1)", "a note")
+    claims.check("asserted positional", np.float64(0.8) > 0.3, "0.80 vs 0.30")
+    claims.not_run("skipped", "Table 3", "no data")
+    rows = claims.table()
+    assert list(rows["verdict"]) == ["holds", "holds", "not run"]
+    assert list(rows["ours"]) == ["0.5", "0.80 vs 0.30", "—"]
+    assert claims.records[0].paper == "0.6 (Fig. 1)" and claims.records[0].note == "a note"
+
+
 def test_recording_a_claim_twice_keeps_the_last():
     claims = cl.Claims("demo", "p")
     claims.report("same", True, ours="1")
@@ -264,9 +277,9 @@ def test_failing_list_is_one_line_per_claim_at_the_book_width():
         "failed",
     }
     assert "0.300 [0.250, 0.350]" in text
-    long_note = "x" * 400
-    records.loc[records["claim"] == "failed", "note"] = long_note
-    assert max(len(r) for r in cl.failing_markdown(records).splitlines()) < 320
+    records.loc[records["claim"] == "failed", ["note", "ours", "paper"]] = "x" * 400
+    assert max(len(r) for r in cl.failing_markdown(records).splitlines()) < 420
+    assert "| small. |" in text, "the note's first sentence"
 
 
 def test_write_results_generates_landing_tables(tmp_path):

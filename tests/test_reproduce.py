@@ -503,7 +503,7 @@ def test_main_executes_default_profile_with_provenance_and_times(repo, capsys, m
         import torch
 
         assert torch.backends.cpu.get_cpu_capability() in meta["device"]
-        assert "threads" in meta["device"]
+        assert "thread" in meta["device"]
 
     failed = nbformat.read(str(failed_out), as_version=4)
     assert failed.metadata["lmsim"]["status"] == "failed"

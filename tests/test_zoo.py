@@ -400,6 +400,9 @@ def test_stale_settings_warn_and_rebuild(tmp_path, monkeypatch):
     assert zoo.stale_settings("mlm-s0", dataclasses.replace(TINY, jobs=2, threads=2)) == {}
     changed = dataclasses.replace(TINY, lr=1e-3)
     assert zoo.stale_settings("mlm-s0", changed) == {"lr": (TINY.lr, 1e-3)}
+    longer = dataclasses.replace(TINY, ft_epochs=7.0)
+    assert zoo.stale_settings("mlm-s0", longer) == {}, "a language model ignores ft settings"
+    assert zoo.stale_settings("distil-mlm", longer) == {}
     with pytest.warns(UserWarning, match=r"lr: 0.003 -> 0.001.*--only mlm-s0 --rebuild"):
         zoo.model_dir("mlm-s0", changed)
     before = (tmp_path / "zoo" / "tiny" / "distil-mlm" / "zoo.json").stat().st_mtime_ns
@@ -435,6 +438,72 @@ def test_tiny_zoo_metadata(tiny_zoo):
         assert 0 < table.loc[name, "majority_baseline"] < 1
     facts = zoo.model_facts("ft-bbcnews", "tiny")
     assert len(facts["label_names"]) == 5 and facts["mfu"] is None
+
+
+def test_validation_chunks_add_up_to_the_recorded_perplexities(tiny_zoo):
+    chunks = {n: zoo.validation_chunks(n, "tiny") for n in ("mlm-s0", "mlm-s1", "distil-mlm")}
+    chunks["clm-s0"] = zoo.validation_chunks("clm-s0", "tiny")
+    chunks["electra-s0"] = zoo.validation_chunks("electra-s0", "tiny")
+    assert len({len(c) for c in chunks.values()}) == 1, "every model scores the same chunks"
+    for name, c in chunks.items():
+        facts = zoo.model_facts(name, "tiny")
+        assert math.exp(c["nll"].sum() / c["tokens"].sum()) == pytest.approx(
+            facts["val_ppl"], rel=1e-12
+        )
+        assert math.exp(c["unigram_nll"].sum() / c["tokens"].sum()) == pytest.approx(
+            facts["unigram_ppl"], rel=1e-12
+        )
+        assert facts["n_val_chunks"] == len(c)
+        assert facts.get("n_val_tokens", c["tokens"].sum()) == c["tokens"].sum()
+    # the masked models are scored at the same masked positions: same counts per chunk
+    assert chunks["mlm-s0"]["tokens"].equals(chunks["mlm-s1"]["tokens"])
+    assert chunks["mlm-s0"]["tokens"].equals(chunks["distil-mlm"]["tokens"])
+    rtd = chunks["electra-s0"]
+    facts = zoo.model_facts("electra-s0", "tiny")
+    assert rtd["rtd_bce"].sum() / rtd["rtd_tokens"].sum() == pytest.approx(
+        facts["rtd_loss"], rel=1e-9
+    )
+    assert 1 - rtd["rtd_replaced"].sum() / rtd["rtd_tokens"].sum() == pytest.approx(
+        facts["rtd_baseline"], rel=1e-12
+    )
+    with pytest.raises(ValueError, match="test_predictions"):
+        zoo.validation_chunks("ft-bbcnews", "tiny")
+
+
+def test_classifier_predictions_head_and_rebuild_are_exact(tiny_zoo, tmp_path, monkeypatch):
+    table = zoo.test_predictions("ft-finefood", "tiny")
+    facts = zoo.model_facts("ft-finefood", "tiny")
+    assert len(table) == facts["n_test"]
+    assert (table["prediction"] == table["label"]).mean() == pytest.approx(facts["test_accuracy"])
+    assert (table["label"] == facts["majority_class"]).mean() == pytest.approx(
+        facts["majority_baseline"]
+    )
+    assert facts["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    assert facts["threads"] >= 1 and facts["base_model"] == "mlm-s0"
+    assert zoo.model_facts("ft-finefood-s1", "tiny")["base_model"] == "mlm-s1"
+    assert zoo.model_facts("distil-mlm-s2", "tiny")["teacher"] == "mlm-s2"
+    with pytest.raises(ValueError, match="validation_chunks"):
+        zoo.test_predictions("mlm-s0", "tiny")
+    # the saved head gives back the recorded predictions
+    model = zoo.load_classifier("ft-finefood", "tiny")
+    tokenizer = zoo.load_tokenizer(TINY)
+    cls = objectives._classification_data("finefood", tokenizer, TINY)
+    enc, _ = cls["test"]
+    again = objectives._classification_predictions(model, enc, tokenizer.pad_token_id, "cpu")
+    assert again.tolist() == table["prediction"].tolist()
+    # a rebuild on this machine is bit-identical: encoder, head and predictions
+    monkeypatch.setenv("LMSIM_CACHE", str(tmp_path))
+    path = zoo.build(["ft-finefood"], TINY, progress=False)["ft-finefood"]
+    for file in ("model.safetensors", "classifier.safetensors"):
+        got, want = _weights_file(path / file), _weights_file(tiny_zoo["ft-finefood"] / file)
+        assert got.keys() == want.keys() and all(torch.equal(got[k], want[k]) for k in want)
+    assert zoo.test_predictions("ft-finefood", TINY).equals(table)
+
+
+def _weights_file(path):
+    from safetensors.torch import load_file
+
+    return load_file(path)
 
 
 @pytest.mark.parametrize(

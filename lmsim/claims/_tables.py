@@ -73,10 +73,13 @@ def _ours_text(row, digits: int = 3) -> str:
     return _cell(row.ours)
 
 
+def _short(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip(" ,;") + "…"
+
+
 def _one_line(text, limit: int = 140) -> str:
-    text = _cell(text)
-    first = re.split(r"(?<=[.;])\s", text, maxsplit=1)[0]
-    return first if len(first) <= limit else first[: limit - 1].rstrip() + "…"
+    first = re.split(r"(?<=[.;])\s", _cell(text), maxsplit=1)[0]
+    return _short(first.rstrip(";,: ") or "—", limit)
 
 
 def _is_control(records: pd.DataFrame) -> pd.Series:
@@ -138,8 +141,9 @@ def failing_markdown(records: pd.DataFrame) -> str:
     ]
     for row in failing.itertuples(index=False):
         lines.append(
-            f"| {_cell(row.claim)} ({_cell(row.chapter)}/{_cell(row.page)}) | {_cell(row.paper)} | "
-            f"{_ours_text(row)} | **{row.verdict}** | {_one_line(row.note)} |"
+            f"| {_cell(row.claim)} ({_cell(row.chapter)}/{_cell(row.page)}) | "
+            f"{_short(_cell(row.paper), 100)} | {_short(_ours_text(row), 100)} | "
+            f"**{row.verdict}** | {_one_line(row.note)} |"
         )
     return "\n".join(lines) + "\n"
 

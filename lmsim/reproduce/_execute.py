@@ -55,8 +55,8 @@ def _device() -> str:
 
         # The instruction set torch dispatches to and the threads lmsim uses by default:
         # what a CPU build of a trained model depends on beyond its seed.
-        capability = torch.backends.cpu.get_cpu_capability()
-        return f"cpu ({os.cpu_count()} cores, {capability}, {default_threads()} threads)"
+        capability, n = torch.backends.cpu.get_cpu_capability(), default_threads()
+        return f"cpu ({os.cpu_count()} cores, {capability}, {n} thread{'s' * (n != 1)})"
     except ImportError:
         pass
     return f"cpu ({os.cpu_count()} cores)"

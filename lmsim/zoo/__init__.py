@@ -8,16 +8,18 @@ the seed, the depth or the distillation changes.
 
 Models (:data:`MODELS`), built in dependency order ``tokenizer -> mlm-s0 -> distil/ft-*``:
 
-================  =========================================================================
-``mlm-s{0,1,2}``  BERT masked LM (15 % of tokens selected; 80 % [MASK], 10 % random, 10 % kept)
-``mlm-deep-s0``   the masked LM with ``deep_layers`` layers
-``clm-s0``        GPT-2 causal LM, same width, depth and vocabulary
-``electra-s0``    ELECTRA replaced-token detection (replacements sampled at ``gen_temperature``);
-                  the discriminator is saved
-``distil-mlm``    DistilBERT-style student of ``mlm-s0`` (half the layers)
-``ft-bbcnews``    ``mlm-s0`` fine-tuned on BBC News topics (5 classes)
-``ft-finefood``   ``mlm-s0`` fine-tuned on fine-food reviews (great / other)
-================  =========================================================================
+======================  ========================================================================
+``mlm-s{0,1,2}``        BERT masked LM (15 % of tokens selected; 80 % [MASK], 10 % random, 10 % kept)
+``mlm-deep-s0``         the masked LM with ``deep_layers`` layers
+``clm-s0``              GPT-2 causal LM, same width, depth and vocabulary
+``electra-s{0,1,2}``    ELECTRA replaced-token detection (replacements sampled at
+                        ``gen_temperature``); the discriminator is saved
+``distil-mlm``          DistilBERT-style student of ``mlm-s0`` (half the layers);
+                        ``distil-mlm-s1``/``-s2``: the students of ``mlm-s1``/``mlm-s2``
+``ft-bbcnews``          ``mlm-s0`` fine-tuned on BBC News topics (5 classes); ``-s1``/``-s2``
+                        from ``mlm-s1``/``mlm-s2``
+``ft-finefood``         ``mlm-s0`` fine-tuned on fine-food reviews (great / other); ``-s1``/``-s2``
+======================  ========================================================================
 
 The seed sets the initialisation, the data order and the masking. Models that share a
 seed (``mlm-s0``, ``mlm-deep-s0``, ``clm-s0``, ``electra-s0``) start from the same random
@@ -26,8 +28,11 @@ stream, so e.g. ``mlm-s0`` and ``mlm-deep-s0`` begin with the same embeddings: a
 
 Every model is an ordinary Hugging Face directory (``save_pretrained``, safetensors, the
 tokenizer, ``zoo.json`` with the training facts, ``training_log.csv``) under
-``lmsim._cache.cache_dir("zoo", profile)``. Masked, RTD and classification models load with
-``AutoModel`` as base encoders (the task head is dropped).
+``lmsim._cache.cache_dir("zoo", profile)``, with what intervals are computed from: the
+language models' per-chunk validation losses (:func:`validation_chunks`) and the
+classifiers' test predictions (:func:`test_predictions`). Masked, RTD and classification
+models load with ``AutoModel`` as base encoders (the task head is dropped; a classifier's
+head, a :class:`MeanPoolClassifier` layer, is ``classifier.safetensors`` beside it).
 
 The ``default`` profile trains two models at a time in one-thread worker processes
 (``jobs=2``), longest dependency chain first; see :func:`build`.
@@ -64,8 +69,16 @@ from lmsim.zoo.losses import (
     soft_target_cross_entropy,
     unigram_log_probs,
 )
+from lmsim.zoo.objectives import MeanPoolClassifier
 from lmsim.zoo.profiles import MODELS, PROFILES, ModelSpec, ZooProfile, get_profile
-from lmsim.zoo.report import plot_training_curves, summary, training_log
+from lmsim.zoo.report import (
+    load_classifier,
+    plot_training_curves,
+    summary,
+    test_predictions,
+    training_log,
+    validation_chunks,
+)
 from lmsim.zoo.text import (
     SPECIAL_TOKENS,
     load_tokenizer,
@@ -78,6 +91,7 @@ from lmsim.zoo.text import (
 __all__ = [
     "IGNORE_INDEX",
     "SPECIAL_TOKENS",
+    "MeanPoolClassifier",
     "ModelSpec",
     "main",
     "make_chunks",
@@ -92,6 +106,7 @@ __all__ = [
     "cosine_embedding_loss",
     "distillation_loss",
     "get_profile",
+    "load_classifier",
     "load_tokenizer",
     "mask_tokens",
     "masked_lm_loss",
@@ -105,4 +120,6 @@ __all__ = [
     "train_tokenizer",
     "wordpiece_vocab",
     "training_log",
+    "test_predictions",
+    "validation_chunks",
 ]

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import torch
+from safetensors.torch import save_file
 from tqdm.auto import tqdm
 
 from lmsim._io import MARKER, entry_dir, open_entry
@@ -23,9 +24,10 @@ from lmsim.training import (
     train,
 )
 from lmsim.zoo.objectives import (
+    MeanPoolClassifier,
     _causal_ppl,
-    _classification_accuracy,
     _classification_data,
+    _classification_predictions,
     _clm_run,
     _distil_run,
     _distil_student,
@@ -56,6 +58,13 @@ _ZOO_JSON = "zoo.json"
 
 
 _LOG_CSV = "training_log.csv"
+# Per validation chunk (language models) and per test example (classifiers): what an
+# interval over chunks or examples is computed from (lmsim.zoo.validation_chunks,
+# lmsim.zoo.test_predictions).
+_CHUNKS_CSV = "validation_chunks.csv"
+_PREDICTIONS_CSV = "test_predictions.csv"
+# A classifier's head (MeanPoolClassifier.classifier), beside its encoder.
+_HEAD_FILE = "classifier.safetensors"
 
 
 def _legacy_sizes(path: Path) -> dict | None:
@@ -87,6 +96,8 @@ def _is_built(path: Path) -> bool:
 # the last bits of CPU reductions; the default zoo built with 1 and with 2 threads gave
 # bit-identical safetensors here.)
 _SCHEDULING_SETTINGS = ("jobs", "threads")
+# Settings only the classifiers train with: a language model is not stale when they change.
+_FINETUNE_SETTINGS = ("ft_epochs", "ft_lr", "ft_batch_size", "max_ft_train", "max_ft_test")
 
 
 def stale_settings(name: str, profile: str | ZooProfile | None = None) -> dict:
@@ -96,10 +107,12 @@ def stale_settings(name: str, profile: str | ZooProfile | None = None) -> dict:
     -------
     dict
         Setting -> ``(built with, profile now)``; empty when the model is current (or
-        not built). ``jobs`` and ``threads`` are ignored: they schedule the work.
+        not built). ``jobs`` and ``threads`` are ignored: they schedule the work; so are
+        the fine-tuning settings for a language model, which does not train with them.
     """
     prof = get_profile(profile)
-    _check_name(name)
+    spec = _check_name(name)
+    ignored = _SCHEDULING_SETTINGS + (() if spec.objective == "finetune" else _FINETUNE_SETTINGS)
     path = _root(prof) / name
     if not _is_built(path):
         return {}
@@ -108,7 +121,7 @@ def stale_settings(name: str, profile: str | ZooProfile | None = None) -> dict:
     return {
         key: (built.get(key, "<missing>"), value)
         for key, value in now.items()
-        if key not in _SCHEDULING_SETTINGS and built.get(key, "<missing>") != value
+        if key not in ignored and built.get(key, "<missing>") != value
     }
 
 
@@ -195,11 +208,16 @@ def build_model(
         torch.set_num_threads(threads_before)
     if result is None:  # interrupted on purpose (tests)
         return work
-    model, tokenizer, facts, log = result
+    model, tokenizer, facts, log, table, tensors = result
     with entry_dir(path) as tmp, quiet_transformers(True):
         model.save_pretrained(tmp, safe_serialization=True)
+        for file, state in tensors.items():
+            save_file(state, tmp / file)
         tokenizer.save_pretrained(tmp)
         pd.DataFrame(log).to_csv(tmp / _LOG_CSV, index=False)
+        csv = _PREDICTIONS_CSV if spec.objective == "finetune" else _CHUNKS_CSV
+        # repr-exact floats: the per-chunk sums add up to the recorded perplexities
+        pd.DataFrame(table).to_csv(tmp / csv, index_label="index", float_format="%.17g")
         facts["files"] = {
             p.name: p.stat().st_size
             for p in sorted(tmp.iterdir())
@@ -226,6 +244,10 @@ def _common_facts(name, spec, prof, device, trained: dict, run: TrainingRun, mod
         "tokens_per_s": round(tokens_per_s, 1),
         "mfu": mfu(tokens_per_s, run.flops_per_token, device),
         "device": str(device),
+        # What can change a CPU build's last bits: the kernels torch dispatched to and
+        # the intra-op threads (see stale_settings).
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "threads": torch.get_num_threads(),
         "torch": torch.__version__,
         "profile_settings": dataclasses.asdict(prof),
     }
@@ -274,38 +296,48 @@ def _lm_build(name, spec, prof, device, work, progress, stop_after, on_step):
         return None
     facts.update(_common_facts(name, spec, prof, device, trained, run, modules))
     if spec.objective == "electra":
-        final = _electra_eval(disc, gen, data.valid, data, prof, device)
-        facts.update(final, val_ppl_of="generator (masked tokens)")
+        final = _electra_eval(disc, gen, data.valid, data, prof, device, per_chunk=True)
+        facts.update(val_ppl_of="generator (masked tokens)")
     elif spec.objective == "clm":
-        final = _causal_ppl(saved, data.valid, data, prof.batch_size, device)
-        facts.update(final, val_ppl_of="next token")
+        final = _causal_ppl(saved, data.valid, data, prof.batch_size, device, per_chunk=True)
+        facts.update(val_ppl_of="next token")
     else:
         final = _masked_ppl(
-            lambda x, y: _mlm_logits(saved, x, y), data.valid, data, prof.batch_size, device
+            lambda x, y: _mlm_logits(saved, x, y),
+            data.valid,
+            data,
+            prof.batch_size,
+            device,
+            per_chunk=True,
         )
-        facts.update(final, val_ppl_of="masked tokens")
+        facts.update(val_ppl_of="masked tokens")
+    chunks = final.pop("chunks")
+    facts.update(final, n_val_chunks=len(chunks["tokens"]))
     facts.update(_architecture(saved))
-    return saved, tokenizer, facts, trained["log"]
+    return saved, tokenizer, facts, trained["log"], chunks, {}
 
 
 def _finetune_build(name, spec, prof, device, work, progress, stop_after, on_step):
-    from transformers import AutoTokenizer, BertForSequenceClassification
+    from transformers import AutoTokenizer, BertModel
 
     base = _root(prof) / spec.parent
     tokenizer = AutoTokenizer.from_pretrained(base)
     cls_data = _classification_data(spec.task, tokenizer, prof)
     label_names = cls_data["label_names"]
     torch.manual_seed(spec.seed)
-    # Quiet: transformers reports the MLM head as unused and the classifier as new, as meant.
+    # Quiet: transformers reports the MLM head as unused, as meant.
     with quiet_transformers(True):
-        model = BertForSequenceClassification.from_pretrained(
-            base,
-            num_labels=len(label_names),
-            id2label=dict(enumerate(label_names)),
-            label2id={n: i for i, n in enumerate(label_names)},
-        ).to(device)
+        encoder = BertModel.from_pretrained(base, add_pooling_layer=False)
+    encoder.config.update(
+        {
+            "num_labels": len(label_names),
+            "id2label": dict(enumerate(label_names)),
+            "label2id": {n: i for i, n in enumerate(label_names)},
+        }
+    )
+    model = MeanPoolClassifier(encoder, len(label_names)).to(device)
     settings = train_settings(prof, prof.ft_lr)
-    maybe_compile(model.bert, settings, device)
+    maybe_compile(model.encoder, settings, device)
     run = _finetune_run(model, cls_data, tokenizer, prof, spec.seed, device)
     trained = train(run, settings, work, device, name, progress, stop_after, on_step)
     if not trained["finished"]:
@@ -313,17 +345,22 @@ def _finetune_build(name, spec, prof, device, work, progress, stop_after, on_ste
     enc, labels = cls_data["test"]
     train_labels = cls_data["train"][1]
     majority = int(torch.bincount(train_labels).argmax())
+    predictions = _classification_predictions(model, enc, tokenizer.pad_token_id, device)
     facts = {"base_model": spec.parent, "task": spec.task, "label_names": label_names}
     facts.update(_common_facts(name, spec, prof, device, trained, run, [model]))
     facts.update(
         batch_size=prof.ft_batch_size,
         n_train=len(train_labels),
         n_test=len(labels),
-        test_accuracy=_classification_accuracy(model, enc, labels, tokenizer.pad_token_id, device),
+        test_accuracy=float((predictions == labels).double().mean()),
+        majority_class=majority,
         majority_baseline=float((labels == majority).double().mean()),
     )
-    facts.update(_architecture(model))
-    return model, tokenizer, facts, trained["log"]
+    facts.update(_architecture(encoder), head="linear on the mean of the last hidden states")
+    table = {"label": labels.tolist(), "prediction": predictions.tolist()}
+    # The encoder is the model directory (it loads with AutoModel); the head beside it.
+    head = {k: v.detach().cpu().contiguous() for k, v in model.classifier.state_dict().items()}
+    return encoder, tokenizer, facts, trained["log"], table, {_HEAD_FILE: head}
 
 
 def _architecture(model) -> dict:
@@ -408,7 +445,7 @@ def _critical_path_cost(name: str, prof: ZooProfile) -> float:
     """Rough cost of ``name`` plus the longest chain built from it, in units of one
     standard masked LM (scheduling priority)."""
     spec = MODELS[name]
-    own = {"finetune": 0.1, "distil": 1.2}.get(spec.objective, 1.0)
+    own = {"finetune": 0.5, "distil": 1.2}.get(spec.objective, 1.0)
     if spec.deep:
         own *= prof.deep_layers / prof.layers
     return own + max((_critical_path_cost(c, prof) for c in _children(name)), default=0.0)

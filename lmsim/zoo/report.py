@@ -7,8 +7,18 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from lmsim.zoo.builder import _LOG_CSV, _ZOO_JSON, _is_built, model_dir
-from lmsim.zoo.profiles import MODELS, ZooProfile, _root, get_profile
+from lmsim._runtime import quiet_transformers
+from lmsim.zoo.builder import (
+    _CHUNKS_CSV,
+    _HEAD_FILE,
+    _LOG_CSV,
+    _PREDICTIONS_CSV,
+    _ZOO_JSON,
+    _is_built,
+    model_dir,
+)
+from lmsim.zoo.objectives import MeanPoolClassifier
+from lmsim.zoo.profiles import MODELS, ZooProfile, _check_name, _root, get_profile
 
 _SUMMARY_COLUMNS = [
     "name",
@@ -70,6 +80,82 @@ def training_log(name: str, profile: str | ZooProfile | None = None) -> pd.DataF
         ``ce``/``mlm``/``cos`` for distillation).
     """
     return pd.read_csv(model_dir(name, profile, build=False) / _LOG_CSV)
+
+
+def validation_chunks(name: str, profile: str | ZooProfile | None = None) -> pd.DataFrame:
+    """Per validation chunk of a built language model: what its perplexity is summed from.
+
+    Every language model of a profile is scored on the same chunks of PTB valid (masked
+    models and the ELECTRA generator at the same masked positions), so the rows of two
+    models pair up: an interval over chunks resamples them together.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per chunk (``index``): ``tokens`` scored, ``nll`` and ``unigram_nll``
+        (summed, nats; ``val_ppl = exp(nll.sum() / tokens.sum())``); for ELECTRA also
+        ``rtd_tokens``, ``rtd_replaced`` and ``rtd_bce`` (the discriminator's summed
+        cross-entropy over the chunk's real tokens).
+    """
+    spec = _check_name(name)
+    if spec.objective == "finetune":
+        raise ValueError(
+            f"{name!r} is a classifier: it has test predictions, not validation chunks; "
+            "use lmsim.zoo.test_predictions"
+        )
+    return _read_table(name, profile, _CHUNKS_CSV)
+
+
+def test_predictions(name: str, profile: str | ZooProfile | None = None) -> pd.DataFrame:
+    """The label and the predicted class of every test example of a built classifier.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per test example (``index``, the test set's order): ``label``,
+        ``prediction``; the majority class of the training labels is ``majority_class`` in
+        :func:`~lmsim.zoo.model_facts`.
+    """
+    if _check_name(name).objective != "finetune":
+        raise ValueError(
+            f"{name!r} is a language model: it has validation chunks, not test predictions; "
+            "use lmsim.zoo.validation_chunks"
+        )
+    return _read_table(name, profile, _PREDICTIONS_CSV)
+
+
+def load_classifier(name: str, profile: str | ZooProfile | None = None, device="cpu"):
+    """A built classifier with its head, in eval mode (:class:`MeanPoolClassifier`).
+
+    ``model(input_ids, attention_mask)`` returns the logits its test predictions were
+    taken from; ``AutoModel`` on the same folder gives the encoder alone.
+    """
+    from safetensors.torch import load_file
+    from transformers import AutoModel
+
+    if _check_name(name).objective != "finetune":
+        raise ValueError(f"{name!r} is not a classifier; the zoo's are {_classifiers()}")
+    path = model_dir(name, profile, build=False)
+    with quiet_transformers(True):
+        encoder = AutoModel.from_pretrained(path, add_pooling_layer=False)
+    head = load_file(path / _HEAD_FILE)
+    model = MeanPoolClassifier(encoder, head["weight"].shape[0])
+    model.classifier.load_state_dict(head)
+    return model.to(device).eval()
+
+
+def _classifiers() -> list[str]:
+    return [n for n, spec in MODELS.items() if spec.objective == "finetune"]
+
+
+def _read_table(name, profile, file: str) -> pd.DataFrame:
+    path = model_dir(name, profile, build=False) / file
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{path} is missing: zoo model {name!r} was built by an older lmsim; rebuild it "
+            f"with `python -m lmsim.zoo build --only {name} --rebuild`"
+        )
+    return pd.read_csv(path, index_col="index")
 
 
 def plot_training_curves(
