@@ -419,6 +419,7 @@ LAYERS = [
     ["lmsim.twotower", "lmsim.brown", "lmsim.udhr", "lmsim.layersim", "lmsim.merge_setups"],
     ["lmsim.redundancy"],
     ["lmsim.reproduce"],
+    ["lmsim.cli"],
 ]
 
 
