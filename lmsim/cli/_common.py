@@ -27,7 +27,12 @@ class CliError(Exception):
 
 
 class Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
-    """Keeps the worked examples' layout and shows each option's default."""
+    """Keeps the worked examples' layout and shows each option's default (when it has one)."""
+
+    def _get_help_string(self, action):
+        if action.default in (None, False, argparse.SUPPRESS) or action.default == []:
+            return action.help
+        return super()._get_help_string(action)
 
 
 class Parser(argparse.ArgumentParser):

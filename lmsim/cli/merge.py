@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import textwrap
 import time
 from pathlib import Path
 
@@ -62,10 +63,14 @@ example:
 
 config format (YAML, close to mergekit's):
 {example}
-Per method, each model needs: {needs}. `grams:`, `fishers:` and `data:` paths are read
-relative to the config file's folder, and so is `model:` when such a folder exists there.
-parameters: {parameters}.
+{notes}
 """
+
+NOTES = (
+    "Per method, each model needs: {needs}. `grams:`, `fishers:` and `data:` paths are read "
+    "relative to the config file's folder, and so is `model:` when such a folder exists "
+    "there. `parameters` and their defaults: {parameters}."
+)
 
 
 def methods() -> tuple[str, ...]:
@@ -92,9 +97,8 @@ def parser(prog: str = "lmsim merge") -> Parser:
     parameters = ", ".join(
         f"{k}={p.default!r}" for k, p in merge_parameters().items() if p.default is not p.empty
     )
-    epilog = EPILOG.format(
-        example=EXAMPLE.format(methods=listed), needs=needs, parameters=parameters
-    )
+    notes = textwrap.fill(NOTES.format(needs=needs, parameters=parameters), width=90)
+    epilog = EPILOG.format(example=EXAMPLE.format(methods=listed), notes=notes)
     p = Parser(prog=prog, description=SUMMARY + ".", epilog=epilog)
     p.add_argument("config", type=existing_file, metavar="CONFIG.yml", help="the merge config")
     p.add_argument("--out", required=True, help="the model folder to write (created if missing)")

@@ -82,7 +82,9 @@ def parser(prog: str = "lmsim similarity") -> Parser:
     p.add_argument(
         "--paper-compatible",
         action="store_true",
-        help="the authors' variants where lmsim.metrics has them (SVCCA, PWCCA)",
+        help="the authors' variants where lmsim.metrics has them ("
+        + ", ".join(m for m, f in measures().items() if has_paper_variant(f))
+        + ")",
     )
     p.add_argument(
         "--save-moments", action="store_true", help="also write <out>/moments.safetensors"
