@@ -137,5 +137,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     prog = f"lmsim {name}"
     if hasattr(module, "ALIASES"):
         return _guarded(prog, lambda: module.ALIASES[name](prog, rest), traceback)
-    args = module.parser(prog).parse_args(rest)
+    try:
+        args = module.parser(prog).parse_args(rest)
+    except SystemExit as exit_:  # --help (0) and usage errors (2), already printed
+        return exit_.code if isinstance(exit_.code, int) else 2
     return _guarded(prog, lambda: module.run(args), traceback)

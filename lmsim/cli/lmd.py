@@ -101,11 +101,11 @@ def _shard_size(args) -> int:
     return size
 
 
-def _extract(args, console, names, texts, T, shard_size):
+def _extract(args, console, models, texts, T, shard_size):
     from lmsim.extract import extract_moments
 
     return extract_moments(
-        names,
+        models,
         texts,
         layers="last",
         pooling="mean",
@@ -215,7 +215,7 @@ def run(args) -> int:
 
     from lmsim.data import chunk_splits
     from lmsim.lmd import bootstrap, decompose
-    from lmsim.models import load_tokenizer
+    from lmsim.models import load_model, load_tokenizer
 
     console = Console(args)
     names = model_names(args)
@@ -230,11 +230,16 @@ def run(args) -> int:
     tokenizer = load_tokenizer(reference, zoo_profile=args.zoo_profile)
     sizes = {T: (T, args.n_train, args.n_test) for T in seq_lens}
     splits = chunk_splits(texts, tokenizer, sizes, seed=args.seed, lowercase=args.lowercase)
+    # Loaded once for every T and split (by name, each call would load them again).
+    models = {
+        name: load_model(name, device=args.device, dtype=args.dtype, zoo_profile=args.zoo_profile)
+        for name in names
+    }
     decs, group, rhos, pairs, notes = {}, [], [], [], []
     for T, (train_texts, test_texts) in splits.items():
         console.say(f"T={T}: {len(train_texts)} train / {len(test_texts)} test chunks")
-        train, train_shards = _extract(args, console, names, train_texts, T, shard_size)
-        test, test_shards = _extract(args, console, names, test_texts, T, shard_size)
+        train, train_shards = _extract(args, console, models, train_texts, T, shard_size)
+        test, test_shards = _extract(args, console, models, test_texts, T, shard_size)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", UserWarning)
             dec = decompose(train, test, ridge=args.ridge, regulariser=args.regulariser)

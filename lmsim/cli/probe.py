@@ -182,10 +182,18 @@ def run(args) -> int:
         f"{args.task}: {len(names)} labels; "
         + ", ".join(f"{k} {len(v):,} sentences / {len(y[k]):,} words" for k, v in splits.items())
     )
+    from lmsim.models import load_model
+
+    # Loaded once for the three splits; blocks are still named "{MODEL}/layer.{i}".
+    loaded = {
+        args.model: load_model(
+            args.model, device=args.device, dtype=args.dtype, zoo_profile=args.zoo_profile
+        )
+    }
     X, dims = {}, None
     for k, part in splits.items():
         X[k], dims = word_activations(
-            args.model,
+            loaded,
             [s.words for s in part],
             layers=layers,
             subword=args.subword,
