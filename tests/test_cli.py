@@ -124,6 +124,27 @@ def test_python_m_lmsim_cli_reports_bad_input_in_one_line(tmp_path):
     assert done.stderr.count("\n") == 1 and "no file at" in done.stderr, done.stderr
 
 
+def test_warnings_are_one_line_and_errors_keep_their_traceback_on_request(capsys):
+    from lmsim.cli import _guarded
+
+    def warn():
+        warnings.warn("a warning\nover two lines", UserWarning, stacklevel=1)
+        return 0
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        assert _guarded("lmsim x", warn, traceback=False) == 0
+    assert capsys.readouterr().err == "lmsim x: warning: UserWarning: a warning over two lines\n"
+
+    def bad():
+        raise ValueError("`alpha` must lie in [0, 1]")
+
+    assert _guarded("lmsim x", bad, traceback=False) == 2
+    assert capsys.readouterr().err == "lmsim x: error: `alpha` must lie in [0, 1]\n"
+    with pytest.raises(ValueError, match="alpha"):
+        _guarded("lmsim x", bad, traceback=True)
+
+
 # ---------------------------------------------------------------------- bad input
 def _merge_config(files, text: str) -> Path:
     path = files["root"] / "bad.yml"
@@ -227,7 +248,7 @@ def test_bad_input_is_one_line_and_exit_status_2(capsys, files, argv, message):
 # ---------------------------------------------------------------------- extract, similarity
 def test_extract_then_similarity_match_the_library(capsys, files):
     from lmsim.extract import extract_moments
-    from lmsim.metrics import pairwise_matrix
+    from lmsim.metrics import pairwise_matrix, svcca
     from lmsim.moments import Moments
 
     root, bert = files["root"], str(files["clf"][0])
@@ -260,6 +281,8 @@ def test_extract_then_similarity_match_the_library(capsys, files):
         "--measures",
         "cka,svcca",
         "--paper-compatible",
+        "--floor-draws",
+        "3",
         "--out",
         out,
     )
@@ -277,12 +300,28 @@ def test_extract_then_similarity_match_the_library(capsys, files):
     cols = [n for n in mom.names if n.startswith("tiny-gpt2")]
     pair = summary["measures"]["cka"]["by_model_pair"][f"{bert} -> tiny-gpt2"]
     assert pair == pytest.approx(cka.loc[rows, cols].to_numpy().mean(), abs=1e-12)
-    chance = summary["measures"]["cka"]["chance"]
-    assert chance["floors"] is not None or "chance floor not computed" in chance["note"]
+    chance = summary["measures"]["svcca"]["chance"]
+    try:
+        from lmsim.stats import chance_floor
+    except ImportError:  # a checkout without lmsim.stats: the summary says why
+        assert chance["floors"] is None and "lmsim.stats is not available" in chance["note"]
+    else:
+        widths = sorted(set(mom.dims.values()))
+        assert [(f["d_x"], f["d_y"]) for f in chance["floors"]] == [
+            (a, b) for a in widths for b in widths
+        ]
+        first = chance["floors"][0]
+
+        def paper_svcca(X, Y):
+            return svcca(X, Y, paper_compat=True)
+
+        ref = chance_floor(paper_svcca, mom.n, first["d_x"], first["d_y"], n_draws=3, seed=0)
+        assert first["mean"] == pytest.approx(ref.estimate, abs=1e-12)
+        assert first["low"] <= first["mean"] <= first["high"]
 
     # The same texts straight through `similarity` (its own extraction): the same values.
     direct = root / "sim_direct"
-    run_json(
+    summary = run_json(
         capsys,
         "similarity",
         bert,
@@ -291,6 +330,8 @@ def test_extract_then_similarity_match_the_library(capsys, files):
         files["texts"],
         "--measures",
         "cka",
+        "--floor-draws",
+        "0",
         "--no-cache",
         "--device",
         "cpu",
@@ -298,6 +339,7 @@ def test_extract_then_similarity_match_the_library(capsys, files):
         direct,
     )
     np.testing.assert_allclose(pd.read_csv(direct / "cka.csv", index_col=0), cka, atol=1e-9)
+    assert summary["measures"]["cka"]["chance"]["note"].endswith("--floor-draws 0")
 
 
 def test_progress_goes_to_stderr_unless_quiet(capsys, files):

@@ -89,8 +89,16 @@ def _bad_input_errors() -> tuple[type[BaseException], ...]:
 
 
 def _guarded(prog: str, call, traceback: bool) -> int:
+    import warnings
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        print(f"{prog}: warning: {category.__name__}: {_one_line(message)}", file=sys.stderr)
+
     try:
-        status = call()
+        with warnings.catch_warnings():
+            if not traceback:  # one line per warning; --traceback keeps Python's format
+                warnings.showwarning = show
+            status = call()
     except _bad_input_errors() as err:
         if traceback:
             raise

@@ -14,6 +14,7 @@ moments (``cka`` is ``linear_cka``), so a metric added there appears here.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import time
 
@@ -29,6 +30,7 @@ from lmsim.cli._common import (
     finish,
     layer_spec,
     load_texts,
+    nonnegative_int,
     out_dir,
     save_figure,
     split_list,
@@ -87,6 +89,12 @@ def parser(prog: str = "lmsim similarity") -> Parser:
         + ")",
     )
     p.add_argument(
+        "--floor-draws",
+        type=nonnegative_int,
+        default=20,
+        help="pairs of unrelated Gaussian data per width pair for the chance floor (0: none)",
+    )
+    p.add_argument(
         "--save-moments", action="store_true", help="also write <out>/moments.safetensors"
     )
     add_text_options(p, required=False)
@@ -97,36 +105,46 @@ def parser(prog: str = "lmsim similarity") -> Parser:
 
 
 # ---------------------------------------------------------------------- chance floor
-def _chance_floor(metric: str, n: int, d_x: int, d_y: int, **options) -> float:
-    """HOOK (integrator): the chance floor of ``metric`` at ``n`` rows for widths d_x, d_y.
+def _chance_floor(metric: str, n: int, d_x: int, d_y: int, n_draws: int, **options) -> dict:
+    """HOOK: what ``metric`` gives between unrelated data of ``n`` rows and widths d_x, d_y.
 
-    The value the measure takes on independent representations of these shapes, below
-    which a similarity means nothing. It comes from :mod:`lmsim.stats`; until that module
-    provides ``chance_floor(metric, n, d_x, d_y, **options)`` this raises
-    ``NotImplementedError`` and the summary reports the floor as null with the reason.
+    :func:`lmsim.stats.chance_floor` on independent isotropic Gaussian ``X (n, d_x)`` and
+    ``Y (n, d_y)``, ``n_draws`` pairs, seed 0: a similarity means something only above
+    this floor (with few rows per dimension SVCCA and mixedsim are large on noise).
+    Raises ``NotImplementedError`` where :mod:`lmsim.stats` is not available; the summary
+    then reports the floor as null with the reason.
     """
     try:
-        from lmsim import stats
+        from lmsim.stats import chance_floor
     except ImportError:
         raise NotImplementedError("lmsim.stats is not available in this version") from None
-    floor = getattr(stats, "chance_floor", None)
-    if floor is None:
-        raise NotImplementedError("lmsim.stats has no chance_floor")
-    return float(floor(metric, n=n, d_x=d_x, d_y=d_y, **options))
+    import lmsim.metrics
+
+    measure = functools.partial(getattr(lmsim.metrics, metric), **options)
+    est = chance_floor(measure, n, d_x, d_y, n_draws=n_draws, seed=0)
+    return {
+        "d_x": d_x,
+        "d_y": d_y,
+        "mean": est.estimate,
+        "low": est.low,
+        "high": est.high,
+        "level": est.level,
+        "n_draws": n_draws,
+    }
 
 
-def chance_floors(metric: str, n: int, dims: dict[str, int], options: dict) -> dict:
-    """``{"floors": [{d_x, d_y, floor}, ...]}`` over the distinct width pairs, or a note."""
+def chance_floors(metric: str, n: int, dims: dict[str, int], options: dict, n_draws: int):
+    """``{"floors": [...]}`` over the distinct (source, target) widths, or a note why not."""
+    if not n_draws:
+        return {"floors": None, "note": "chance floor not computed: --floor-draws 0"}
     widths = sorted(set(dims.values()))
     try:
         floors = [
-            {"d_x": a, "d_y": b, "floor": _chance_floor(metric, n, a, b, **options)}
-            for a in widths
-            for b in widths
+            _chance_floor(metric, n, a, b, n_draws, **options) for a in widths for b in widths
         ]
     except NotImplementedError as err:
         return {"floors": None, "note": f"chance floor not computed: {err}"}
-    return {"floors": floors}
+    return {"floors": floors, "data": "independent isotropic Gaussian X, Y of the same n, widths"}
 
 
 # ---------------------------------------------------------------------- moments
@@ -251,7 +269,7 @@ def run(args) -> int:
             "csv": csv.name,
             "png": png.name,
             **_block_means(matrix, names),
-            "chance": chance_floors(metric, mom.n, dict(mom.dims), options),
+            "chance": chance_floors(metric, mom.n, dict(mom.dims), options, args.floor_draws),
         }
     seconds = time.perf_counter() - start
     summary = {
@@ -269,9 +287,11 @@ def run(args) -> int:
     lines = [f"{mom.n:,} rows, {len(names)} blocks -> {folder}"]
     for measure, res in results.items():
         across = res["across_models_mean"]
+        floors = res["chance"]["floors"]
+        floor = f"; chance floor ≤ {max(f['high'] for f in floors):.3f}" if floors else ""
         lines.append(
             f"  {measure:<10} ({res['variant']}): within-model mean "
-            f"{_fmt(res['within_model_mean'])}, across-model mean {_fmt(across)}"
+            f"{_fmt(res['within_model_mean'])}, across-model mean {_fmt(across)}{floor}"
         )
     return finish(console, summary, lines)
 
