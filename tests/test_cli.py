@@ -287,11 +287,11 @@ def test_extract_then_similarity_match_the_library(capsys, files):
         out,
     )
     cka = pd.read_csv(out / "cka.csv", index_col=0)
-    svcca = pd.read_csv(out / "svcca.csv", index_col=0)
+    svcca_table = pd.read_csv(out / "svcca.csv", index_col=0)
     assert list(cka.index) == list(cka.columns) == mom.names
     np.testing.assert_allclose(cka, pairwise_matrix(mom, mom.names, progress=False), atol=1e-12)
     paper = pairwise_matrix(mom, mom.names, metric="svcca", paper_compat=True, progress=False)
-    np.testing.assert_allclose(svcca, paper, atol=1e-12)
+    np.testing.assert_allclose(svcca_table, paper, atol=1e-12)
     assert summary["measures"]["svcca"]["variant"] == "paper-compatible"
     assert summary["measures"]["cka"]["variant"] == "textbook"  # linear_cka has no variant
     assert (out / "cka.png").stat().st_size > 0 and (out / "svcca.png").stat().st_size > 0
