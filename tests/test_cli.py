@@ -342,6 +342,32 @@ def test_extract_then_similarity_match_the_library(capsys, files):
     assert summary["measures"]["cka"]["chance"]["note"].endswith("--floor-draws 0")
 
 
+def test_word_pooling_keeps_the_sentences_of_at_most_max_words(capsys, files):
+    out = files["root"] / "words.safetensors"
+    summary = run_json(
+        capsys,
+        "extract",
+        "tiny-gpt2",
+        "--texts",
+        files["texts"],
+        "--pooling",
+        "word",
+        "--max-words",
+        "4",
+        "--layers",
+        "last",
+        "--no-cache",
+        "--device",
+        "cpu",
+        "--out",
+        out,
+    )
+    kept = [t.split() for t in TEXTS if len(t.split()) <= 4]
+    assert summary["n_rows"] == sum(map(len, kept)) and summary["blocks"] == {
+        "tiny-gpt2/layer.2": 32
+    }
+
+
 def test_progress_goes_to_stderr_unless_quiet(capsys, files):
     status, out, err = run_cli(
         capsys,

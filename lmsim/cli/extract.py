@@ -33,8 +33,8 @@ SUBWORDS = ("last", "first", "mean")
 
 EPILOG = """\
 example:
-  lmsim extract minilm-l6 tiny-bert --corpus ptb --max-docs 500 --pooling word \\
-      --layers all --out ptb.safetensors
+  lmsim extract minilm-l6 ./my-model --corpus ptb --max-docs 500 --pooling word \\
+      --max-words 40 --layers all --out ptb.safetensors
   torchrun --nproc_per_node 8 -m lmsim.cli extract bert-base-uncased gpt2 \\
       --corpus ptb --pooling word --out ptb.safetensors      # data parallel
 
@@ -62,6 +62,13 @@ def add_extraction_options(parser: Parser) -> None:
         help="one row per text (mean over its tokens), per word (whitespace words), per token",
     )
     group.add_argument("--subword", choices=SUBWORDS, default="last", help="a word's vector")
+    group.add_argument(
+        "--max-words",
+        type=positive_int,
+        default=None,
+        help="--pooling word: skip longer sentences (a model that truncates one would leave "
+        "words without a vector)",
+    )
     group.add_argument("--max-length", type=positive_int, default=None, help="truncate to T")
     group.add_argument("--batch-size", type=positive_int, default=32, help="texts per pass")
     group.add_argument("--shard-size", type=positive_int, default=256, help="texts per shard")
@@ -115,8 +122,16 @@ def extract(args, console: Console, texts: list):
 
 
 def pooled_texts(args, texts: list[str]) -> list:
-    """Texts as the pooling takes them: whitespace-split words for ``--pooling word``."""
-    return [t.split() for t in texts] if args.pooling == "word" else texts
+    """Texts as the pooling takes them: whitespace-split words for ``--pooling word``
+    (sentences of more than ``--max-words`` words left out)."""
+    if args.pooling != "word":
+        return texts
+    sentences = [t.split() for t in texts]
+    if args.max_words is not None:
+        sentences = [s for s in sentences if len(s) <= args.max_words]
+        if not sentences:
+            raise CliError(f"no sentence has at most --max-words {args.max_words} words")
+    return sentences
 
 
 class _ProcessGroup:

@@ -44,8 +44,8 @@ SHORT_NAMES = {"linear_cka": "cka"}
 
 EPILOG = """\
 example:
-  lmsim similarity minilm-l6 tiny-bert --corpus ptb --max-docs 300 --pooling word \\
-      --measures cka,svcca,pwcca,neuronsim,mixedsim --paper-compatible --out sim/
+  lmsim similarity minilm-l6 ./my-model --corpus ptb --max-docs 300 --pooling word \\
+      --max-words 40 --measures cka,svcca,pwcca,neuronsim,mixedsim --paper-compatible --out sim/
   lmsim similarity --moments ptb.safetensors --measures cka --out sim/   # from `lmsim extract`
 
 Writes sim/<measure>.csv (rows: source layer, columns: target layer), sim/<measure>.png
