@@ -115,13 +115,13 @@ def _chance_floor(metric: str, n: int, d_x: int, d_y: int, n_draws: int, **optio
     then reports the floor as null with the reason.
     """
     try:
-        from lmsim.stats import chance_floor
+        from lmsim import stats
     except ImportError:
         raise NotImplementedError("lmsim.stats is not available in this version") from None
     import lmsim.metrics
 
     measure = functools.partial(getattr(lmsim.metrics, metric), **options)
-    est = chance_floor(measure, n, d_x, d_y, n_draws=n_draws, seed=0)
+    est = stats.chance_floor(measure, n, d_x, d_y, n_draws=n_draws, seed=0)
     return {
         "d_x": d_x,
         "d_y": d_y,
@@ -253,7 +253,9 @@ def run(args) -> int:
         )
         variant = "paper-compatible" if options else "textbook"
         console.say(f"{measure} ({variant}) over {len(names)}² block pairs")
+        started = time.perf_counter()
         matrix = pairwise_matrix(mom, names, metric=metric, progress=console.progress, **options)
+        matrix_seconds = time.perf_counter() - started
         csv = folder / f"{measure}.csv"
         import pandas as pd
 
@@ -269,7 +271,14 @@ def run(args) -> int:
             "csv": csv.name,
             "png": png.name,
             **_block_means(matrix, names),
-            "chance": chance_floors(metric, mom.n, dict(mom.dims), options, args.floor_draws),
+        }
+        started = time.perf_counter()
+        results[measure]["chance"] = chance_floors(
+            metric, mom.n, dict(mom.dims), options, args.floor_draws
+        )
+        results[measure]["seconds"] = {
+            "matrix": round(matrix_seconds, 3),
+            "chance_floor": round(time.perf_counter() - started, 3),
         }
     seconds = time.perf_counter() - start
     summary = {
