@@ -342,6 +342,18 @@ def test_extract_then_similarity_match_the_library(capsys, files):
     assert summary["measures"]["cka"]["chance"]["note"].endswith("--floor-draws 0")
 
 
+def test_without_lmsim_stats_the_floor_is_null_with_the_reason(monkeypatch):
+    from lmsim.cli.similarity import chance_floors
+
+    monkeypatch.setitem(sys.modules, "lmsim.stats", None)  # `import` raises ImportError
+    monkeypatch.delattr("lmsim.stats", raising=False)
+    out = chance_floors("linear_cka", 100, {"a/layer.0": 8}, {}, n_draws=3)
+    assert out == {
+        "floors": None,
+        "note": "chance floor not computed: lmsim.stats is not available in this version",
+    }
+
+
 def test_word_pooling_keeps_the_sentences_of_at_most_max_words(capsys, files):
     out = files["root"] / "words.safetensors"
     summary = run_json(
