@@ -125,8 +125,8 @@ def add_run_options(parser: argparse.ArgumentParser, dtype: bool = True) -> None
         group.add_argument(
             "--dtype",
             default=None,
-            help="compute precision: float32, bfloat16, float16 (default: float32 on CPU, "
-            "bfloat16 on CUDA)",
+            help="compute precision: float32, bfloat16, float16 (default: lmsim's, see "
+            "lmsim.models.resolve_dtype)",
         )
     group.add_argument("--quiet", action="store_true", help="no progress or status on stderr")
     group.add_argument(
