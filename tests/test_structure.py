@@ -456,6 +456,7 @@ LAYERS = [
     ],
     ["lmsim.redundancy"],
     ["lmsim.reproduce"],
+    ["lmsim.cli"],
 ]
 
 

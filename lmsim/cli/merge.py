@@ -1,0 +1,323 @@
+"""``lmsim merge``: merge models of one architecture from a YAML config, mergekit-style.
+
+The config names the models, the method, its parameters and where each model's Grams (or
+Fishers) come from; the command runs :func:`lmsim.merge.merge_models` and writes a Hugging
+Face model folder (``save_pretrained`` and the tokenizer) that ``transformers`` loads,
+with ``merge_report.json`` beside the weights (how every parameter was merged).
+
+The methods are :data:`lmsim.merge.METHODS` (regmean, fisher, simple today); a method
+added there (task arithmetic, TIES) is accepted here with no change, and :data:`STATS`
+says which per-model statistics a method needs.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import textwrap
+import time
+from pathlib import Path
+
+from lmsim.cli._common import (
+    CliError,
+    Console,
+    Parser,
+    add_run_options,
+    existing_file,
+    finish,
+    out_dir,
+    write_json,
+)
+from lmsim.cli.grams import KINDS, collect, default_kind, read_inputs, task_of
+
+SUMMARY = "merge models from a YAML config into a Hugging Face model folder"
+#: Per-model statistics a method needs: method -> config key (and lmsim.merge's argument).
+STATS = {"regmean": "grams", "fisher": "fishers"}
+CONFIG_KEYS = ("merge_method", "models", "parameters", "task", "kind", "tokenizer_source", "dtype")
+MODEL_KEYS = ("model", "grams", "fishers", "data")
+#: merge_models arguments the config's models and the command line set, not `parameters`.
+_NOT_PARAMETERS = ("models", "grams", "fishers", "method", "device")
+
+EXAMPLE = """\
+# merge.yml: merge two fine-tuned classifiers with RegMean
+merge_method: regmean            # one of: {methods}
+models:
+  - model: ./bert-sst2            # a folder, registry name, zoo/<name> or hub id
+    grams: sst2.grams.safetensors # published with `lmsim grams` ...
+  - model: ./bert-cola
+    data: cola_train.txt          # ... or collected here from the model's own inputs
+parameters:                       # keyword arguments of lmsim.merge.merge_models
+  alpha: 0.9                      # RegMean's off-diagonal scale (the paper's default)
+  exclude: ["^classifier\\\\."]     # regexes of parameters kept from the first model
+task: sequence-classification     # optional: default from the first model's config.json
+kind: text                        # how `data:` lines read: text, pair (tab), token
+tokenizer_source: ./bert-sst2     # optional: default the first model
+dtype: float32                    # optional: of the saved weights (default: float32)
+"""
+
+EPILOG = """\
+example:
+  lmsim grams ./bert-sst2 --data sst2_train.txt --out sst2.grams.safetensors
+  lmsim merge merge.yml --out merged/
+  python -c "from transformers import AutoModelForSequenceClassification as A; A.from_pretrained('merged')"
+
+config format (YAML, close to mergekit's):
+{example}
+{notes}
+"""
+
+NOTES = (
+    "Per method, each model needs: {needs}. `grams:`, `fishers:` and `data:` paths are read "
+    "relative to the config file's folder, and so is `model:` when such a folder exists "
+    "there. `parameters` and their defaults: {parameters}."
+)
+
+
+def methods() -> tuple[str, ...]:
+    """The methods :func:`lmsim.merge.merge_models` supports (one list, in lmsim.merge)."""
+    from lmsim.merge import METHODS
+
+    return tuple(METHODS)
+
+
+def merge_parameters() -> dict[str, inspect.Parameter]:
+    """Keyword arguments of ``merge_models`` a config's ``parameters`` may set."""
+    from lmsim.merge import merge_models
+
+    params = inspect.signature(merge_models).parameters
+    return {k: p for k, p in params.items() if k not in _NOT_PARAMETERS}
+
+
+def parser(prog: str = "lmsim merge") -> Parser:
+    listed = ", ".join(methods())
+    needs = "; ".join(
+        f"{m}: {STATS[m] + ': or data:' if m in STATS else 'nothing but its weights'}"
+        for m in methods()
+    )
+    parameters = ", ".join(
+        f"{k}={p.default!r}" for k, p in merge_parameters().items() if p.default is not p.empty
+    )
+    notes = textwrap.fill(NOTES.format(needs=needs, parameters=parameters), width=90)
+    epilog = EPILOG.format(example=EXAMPLE.format(methods=listed), notes=notes)
+    p = Parser(prog=prog, description=SUMMARY + ".", epilog=epilog)
+    p.add_argument("config", type=existing_file, metavar="CONFIG.yml", help="the merge config")
+    p.add_argument("--out", required=True, help="the model folder to write (created if missing)")
+    p.add_argument("--zoo-profile", default="default", help="zoo build zoo/<name> loads")
+    p.add_argument("--batch-size", type=int, default=16, help="for statistics from `data:`")
+    p.add_argument("--max-length", type=int, default=None, help="for statistics from `data:`")
+    add_run_options(p, dtype=False)
+    return p
+
+
+# ---------------------------------------------------------------------- config
+def read_config(path: Path) -> dict:
+    """The YAML config, checked: keys, method, models, their statistics, parameters."""
+    import yaml
+
+    try:
+        config = yaml.safe_load(Path(path).read_text())
+    except yaml.YAMLError as err:
+        where = getattr(err, "problem_mark", None)
+        line = f" line {where.line + 1}" if where is not None else ""
+        raise CliError(
+            f"{str(path)!r}{line}: not valid YAML ({getattr(err, 'problem', err)})"
+        ) from None
+    if not isinstance(config, dict):
+        raise CliError(f"{str(path)!r} must be a YAML mapping with merge_method and models")
+    unknown = [k for k in config if k not in CONFIG_KEYS]
+    if unknown:
+        raise CliError(
+            f"{str(path)!r}: unknown key {unknown[0]!r}; keys are {', '.join(CONFIG_KEYS)}"
+        )
+    method = config.get("merge_method")
+    if method not in methods():
+        raise CliError(
+            f"{str(path)!r}: merge_method {method!r} is not one of {', '.join(methods())}"
+        )
+    models = config.get("models")
+    if not isinstance(models, list) or len(models) < 2:
+        raise CliError(f"{str(path)!r}: `models` must list at least two models (- model: NAME)")
+    base = Path(path).resolve().parent
+    entries = [_model_entry(item, i, method, base, path) for i, item in enumerate(models)]
+    parameters = config.get("parameters") or {}
+    if not isinstance(parameters, dict):
+        raise CliError(f"{str(path)!r}: `parameters` must be a mapping, e.g. alpha: 0.9")
+    allowed = merge_parameters()
+    bad = [k for k in parameters if k not in allowed]
+    if bad:
+        raise CliError(
+            f"{str(path)!r}: parameter {bad[0]!r} is not an argument of merge_models; use "
+            f"{', '.join(allowed)}"
+        )
+    kind = config.get("kind")
+    if kind is not None and kind not in KINDS:
+        raise CliError(f"{str(path)!r}: kind {kind!r} is not one of {', '.join(KINDS)}")
+    return {
+        "merge_method": method,
+        "models": entries,
+        "parameters": parameters,
+        "task": config.get("task"),
+        "kind": kind,
+        "tokenizer_source": _model_path(config.get("tokenizer_source"), base)
+        or entries[0]["model"],
+        "dtype": config.get("dtype", "float32"),
+    }
+
+
+def _model_path(name, base: Path):
+    if name is None:
+        return None
+    local = base / str(name)
+    return str(local) if not Path(str(name)).is_absolute() and local.is_dir() else str(name)
+
+
+def _model_entry(item, i: int, method: str, base: Path, path) -> dict:
+    if isinstance(item, str):
+        item = {"model": item}
+    if not isinstance(item, dict) or "model" not in item:
+        raise CliError(f"{str(path)!r}: models[{i}] must be a mapping with `model: NAME`")
+    unknown = [k for k in item if k not in MODEL_KEYS]
+    if unknown:
+        raise CliError(
+            f"{str(path)!r}: models[{i}] has unknown key {unknown[0]!r}; keys are "
+            f"{', '.join(MODEL_KEYS)}"
+        )
+    entry = {"model": _model_path(item["model"], base)}
+    for key in ("grams", "fishers", "data"):
+        if item.get(key) is not None:
+            file = Path(str(item[key])).expanduser()
+            file = file if file.is_absolute() else base / file
+            if not file.is_file():
+                raise CliError(f"{str(path)!r}: models[{i}].{key}: no file at {str(file)!r}")
+            entry[key] = file
+    need = STATS.get(method)
+    if need is not None and need not in entry and "data" not in entry:
+        raise CliError(
+            f"{str(path)!r}: models[{i}] ({entry['model']}) needs `{need}:` (from `lmsim grams"
+            f"{' --fishers' if need == 'fishers' else ''}`) or `data:` for {method}"
+        )
+    return entry
+
+
+# ---------------------------------------------------------------------- merge
+def _load(name: str, task: str, device, zoo_profile: str):
+    from lmsim.models import load_model
+
+    model, _ = load_model(name, device=device, dtype="float32", task=task, zoo_profile=zoo_profile)
+    return model
+
+
+def _statistics(config, task, args, console) -> list | None:
+    """Per model: a statistics file path (read lazily by merge_models) or collected dict."""
+    need = STATS.get(config["merge_method"])
+    if need is None:
+        return None
+    from lmsim.models import load_model
+
+    out = []
+    for entry in config["models"]:
+        if need in entry:
+            out.append(entry[need])
+            continue
+        kind = config["kind"] or default_kind(task)
+        inputs = read_inputs(entry["data"], kind)
+        console.say(f"{need} of {entry['model']} from {len(inputs):,} inputs in {entry['data']}")
+        model, tokenizer = load_model(
+            entry["model"],
+            device=args.device,
+            dtype="float32",
+            task=task,
+            zoo_profile=args.zoo_profile,
+        )
+        out.append(
+            collect(
+                model,
+                tokenizer,
+                inputs,
+                kind,
+                fishers=need == "fishers",
+                args=_StatsArgs(args),
+                progress=console.progress,
+            )
+        )
+        del model
+    return out
+
+
+class _StatsArgs:
+    """The options ``grams.collect`` reads, for statistics collected by ``merge``."""
+
+    def __init__(self, args):
+        self.reduction = "mean"
+        self.paper_compat_padding = False
+        self.batch_size = args.batch_size
+        self.max_length = args.max_length
+        self.device = args.device
+        self.dtype = "float32"
+        self.seed = 0
+
+
+def report_dict(report) -> dict:
+    """A :class:`lmsim.merge.MergeReport` as JSON."""
+    return {
+        "method": report.method,
+        "n_models": report.n_models,
+        "counts": report.counts(),
+        "entries": {
+            name: {"how": how, "note": note} for name, (how, note) in report.entries.items()
+        },
+    }
+
+
+def run(args) -> int:
+    import torch
+
+    from lmsim.merge import merge_models
+    from lmsim.models import load_tokenizer, resolve_device, resolve_dtype
+
+    console = Console(args)
+    config = read_config(args.config)
+    folder = out_dir(args.out)
+    names = [entry["model"] for entry in config["models"]]
+    task = task_of(names[0], config["task"], args.zoo_profile)
+    device = resolve_device(args.device)
+    dtype = resolve_dtype(config["dtype"], torch.device("cpu"))
+    start = time.perf_counter()
+    stats = _statistics(config, task, args, console)
+    need = STATS.get(config["merge_method"])
+    console.say(f"{config['merge_method']} merge of {len(names)} models ({task}) on {device}")
+    loaders = [functools.partial(_load, n, task, device, args.zoo_profile) for n in names]
+    merged, report = merge_models(
+        loaders,
+        grams=stats if need == "grams" else None,
+        fishers=stats if need == "fishers" else None,
+        method=config["merge_method"],
+        device=device,
+        **config["parameters"],
+    )
+    merged = merged.to(device="cpu", dtype=dtype)
+    merged.save_pretrained(folder)
+    load_tokenizer(config["tokenizer_source"], zoo_profile=args.zoo_profile).save_pretrained(folder)
+    seconds = time.perf_counter() - start
+    details = report_dict(report)
+    details.update(
+        config=str(args.config),
+        task=task,
+        models=[{k: str(v) for k, v in entry.items()} for entry in config["models"]],
+        parameters=config["parameters"],
+        tokenizer_source=config["tokenizer_source"],
+        dtype=str(dtype).removeprefix("torch."),
+        seconds=round(seconds, 3),
+    )
+    write_json(folder / "merge_report.json", details)
+    summary = {
+        "command": "merge",
+        "out": str(folder),
+        **{k: v for k, v in details.items() if k != "entries"},
+    }
+    counts = ", ".join(f"{v} {k}" for k, v in sorted(report.counts().items()))
+    lines = [
+        f"{config['merge_method']} merge of {len(names)} models: {counts} -> {folder}",
+        f"  report: {folder / 'merge_report.json'}",
+    ]
+    return finish(console, summary, lines)
