@@ -189,11 +189,21 @@ BAD = [
         "merge-unknown-method",
         lambda f: [
             "merge",
+            _merge_config(f, f"merge_method: slerp\nmodels: [{f['clf'][0]}, {f['clf'][1]}]\n"),
+            "--out",
+            f["root"] / "merged",
+        ],
+        "merge_method 'slerp' is not one of regmean",
+    ),
+    (
+        "merge-task-vectors-without-a-base",
+        lambda f: [
+            "merge",
             _merge_config(f, f"merge_method: ties\nmodels: [{f['clf'][0]}, {f['clf'][1]}]\n"),
             "--out",
             f["root"] / "merged",
         ],
-        "merge_method 'ties' is not one of regmean",
+        "merge_method ties merges task vectors and needs `base_model:`",
     ),
     (
         "merge-unknown-parameter",
@@ -513,6 +523,44 @@ def test_simple_merge_is_the_parameter_mean(capsys, files):
     )
     for name, p in merged.items():
         torch.testing.assert_close(p, (a[name] + b[name]) / 2, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("method", ["task_arithmetic", "ties"])
+def test_task_vector_merges_against_a_base_model_match_merge_models(capsys, files, method):
+    """`base_model:` is loaded in the models' class and passed as `base`; the head, fresh in
+    the base, is excluded as the config example says."""
+    from transformers import AutoModelForSequenceClassification, BertForSequenceClassification
+
+    from lmsim.merge import merge_models
+
+    clf0, clf1 = files["clf"]
+    base_dir = files["root"] / "base"
+    torch.manual_seed(7)
+    BertForSequenceClassification(
+        AutoModelForSequenceClassification.from_pretrained(clf0).config
+    ).save_pretrained(base_dir)
+    config = files["root"] / f"{method}.yml"
+    config.write_text(
+        f"merge_method: {method}\nbase_model: {base_dir}\n"
+        f"models:\n  - model: {clf0}\n  - model: {clf1}\n"
+        "parameters:\n  scaling: 0.7\n  exclude: ['^classifier\\.']\n"
+    )
+    out = files["root"] / method
+    summary = run_json(capsys, "merge", config, "--out", out, "--device", "cpu")
+    assert summary["base_model"] == str(base_dir)
+    models = [AutoModelForSequenceClassification.from_pretrained(p) for p in (clf0, clf1)]
+    base = AutoModelForSequenceClassification.from_pretrained(base_dir)
+    reference, _ = merge_models(
+        models, method=method, base=base, scaling=0.7, exclude=["^classifier\\."]
+    )
+    merged = dict(AutoModelForSequenceClassification.from_pretrained(out).named_parameters())
+    for name, p in reference.named_parameters():
+        torch.testing.assert_close(merged[name], p, rtol=1e-6, atol=1e-7)
+    first = dict(models[0].named_parameters())
+    assert not torch.allclose(
+        merged["bert.embeddings.word_embeddings.weight"],
+        first["bert.embeddings.word_embeddings.weight"],
+    )
 
 
 # ---------------------------------------------------------------------- probe

@@ -5,9 +5,10 @@ Fishers) come from; the command runs :func:`lmsim.merge.merge_models` and writes
 Face model folder (``save_pretrained`` and the tokenizer) that ``transformers`` loads,
 with ``merge_report.json`` beside the weights (how every parameter was merged).
 
-The methods are :data:`lmsim.merge.METHODS` (regmean, fisher, simple today); a method
-added there (task arithmetic, TIES) is accepted here with no change, and :data:`STATS`
-says which per-model statistics a method needs.
+The methods are :data:`lmsim.merge.METHODS` (regmean, fisher, simple, and the task-vector
+methods task_arithmetic, ties and dare, which need ``base_model``: the pretrained model the
+others were fine-tuned from, as in mergekit); a method added there is accepted here with no
+change, and :data:`STATS` says which per-model statistics a method needs.
 """
 
 from __future__ import annotations
@@ -33,10 +34,19 @@ from lmsim.cli.grams import KINDS, collect, default_kind, read_inputs, task_of
 SUMMARY = "merge models from a YAML config into a Hugging Face model folder"
 #: Per-model statistics a method needs: method -> config key (and lmsim.merge's argument).
 STATS = {"regmean": "grams", "fisher": "fishers"}
-CONFIG_KEYS = ("merge_method", "models", "parameters", "task", "kind", "tokenizer_source", "dtype")
+CONFIG_KEYS = (
+    "merge_method",
+    "models",
+    "base_model",
+    "parameters",
+    "task",
+    "kind",
+    "tokenizer_source",
+    "dtype",
+)
 MODEL_KEYS = ("model", "grams", "fishers", "data")
 #: merge_models arguments the config's models and the command line set, not `parameters`.
-_NOT_PARAMETERS = ("models", "grams", "fishers", "method", "device")
+_NOT_PARAMETERS = ("models", "grams", "fishers", "method", "device", "base")
 
 EXAMPLE = """\
 # merge.yml: merge two fine-tuned classifiers with RegMean
@@ -49,6 +59,8 @@ models:
 parameters:                       # keyword arguments of lmsim.merge.merge_models
   alpha: 0.9                      # RegMean's off-diagonal scale (the paper's default)
   exclude: ["^classifier\\\\."]     # regexes of parameters kept from the first model
+# base_model: ./bert-base        # task_arithmetic, ties, dare: the pretrained model the
+                                 # models were fine-tuned from (its head is fresh: exclude it)
 task: sequence-classification     # optional: default from the first model's config.json
 kind: text                        # how `data:` lines read: text, pair (tab), token
 tokenizer_source: ./bert-sst2     # optional: default the first model
@@ -73,6 +85,13 @@ NOTES = (
 )
 
 
+def needs_base(method: str) -> bool:
+    """Whether ``method`` merges task vectors against a base model (``base_model:``)."""
+    from lmsim.merge._paramwise import PARAMWISE
+
+    return method in PARAMWISE and PARAMWISE[method].needs_base
+
+
 def methods() -> tuple[str, ...]:
     """The methods :func:`lmsim.merge.merge_models` supports (one list, in lmsim.merge)."""
     from lmsim.merge import METHODS
@@ -88,12 +107,15 @@ def merge_parameters() -> dict[str, inspect.Parameter]:
     return {k: p for k, p in params.items() if k not in _NOT_PARAMETERS}
 
 
+def _needs(method: str) -> str:
+    if method in STATS:
+        return f"{STATS[method]}: or data:"
+    return "a base_model: (once)" if needs_base(method) else "nothing but its weights"
+
+
 def parser(prog: str = "lmsim merge") -> Parser:
     listed = ", ".join(methods())
-    needs = "; ".join(
-        f"{m}: {STATS[m] + ': or data:' if m in STATS else 'nothing but its weights'}"
-        for m in methods()
-    )
+    needs = "; ".join(f"{m}: {_needs(m)}" for m in methods())
     parameters = ", ".join(
         f"{k}={p.default!r}" for k, p in merge_parameters().items() if p.default is not p.empty
     )
@@ -149,12 +171,19 @@ def read_config(path: Path) -> dict:
             f"{str(path)!r}: parameter {bad[0]!r} is not an argument of merge_models; use "
             f"{', '.join(allowed)}"
         )
+    base_model = _model_path(config.get("base_model"), base)
+    if needs_base(method) and base_model is None:
+        raise CliError(
+            f"{str(path)!r}: merge_method {method} merges task vectors and needs `base_model:`, "
+            "the pretrained model the models were fine-tuned from"
+        )
     kind = config.get("kind")
     if kind is not None and kind not in KINDS:
         raise CliError(f"{str(path)!r}: kind {kind!r} is not one of {', '.join(KINDS)}")
     return {
         "merge_method": method,
         "models": entries,
+        "base_model": base_model,
         "parameters": parameters,
         "task": config.get("task"),
         "kind": kind,
@@ -287,12 +316,18 @@ def run(args) -> int:
     need = STATS.get(config["merge_method"])
     console.say(f"{config['merge_method']} merge of {len(names)} models ({task}) on {device}")
     loaders = [functools.partial(_load, n, task, device, args.zoo_profile) for n in names]
+    base_model = config["base_model"]
+    if base_model is not None:
+        console.say(f"task vectors against the base model {base_model}")
     merged, report = merge_models(
         loaders,
         grams=stats if need == "grams" else None,
         fishers=stats if need == "fishers" else None,
         method=config["merge_method"],
         device=device,
+        base=None
+        if base_model is None
+        else functools.partial(_load, base_model, task, device, args.zoo_profile),
         **config["parameters"],
     )
     merged = merged.to(device="cpu", dtype=dtype)
@@ -304,6 +339,7 @@ def run(args) -> int:
         config=str(args.config),
         task=task,
         models=[{k: str(v) for k, v in entry.items()} for entry in config["models"]],
+        base_model=base_model,
         parameters=config["parameters"],
         tokenizer_source=config["tokenizer_source"],
         dtype=str(dtype).removeprefix("torch."),
