@@ -413,6 +413,27 @@ def test_stale_settings_warn_and_rebuild(tmp_path, monkeypatch):
     assert zoo.stale_settings("distil-mlm", changed) == {}
 
 
+def test_a_build_by_an_older_lmsim_is_trained_again(tmp_path, monkeypatch):
+    """A verified build that lacks today's records (an older lmsim wrote no
+    validation_chunks.csv) is not used: it is named in a warning and trained again, the same
+    weights back (same seed, same machine) and the records with them."""
+    import json
+
+    monkeypatch.setenv("LMSIM_CACHE", str(tmp_path))
+    path = zoo.build(["mlm-s0"], TINY, progress=False)["mlm-s0"]
+    weights = (path / "model.safetensors").read_bytes()
+    (path / "validation_chunks.csv").unlink()
+    marker = path / "lmsim_entry.json"
+    record = json.loads(marker.read_text())
+    del record["files"]["validation_chunks.csv"]  # as an older build recorded it
+    marker.write_text(json.dumps(record))
+    with pytest.warns(UserWarning, match=r"built by an older lmsim .*validation_chunks\.csv"):
+        again = zoo.model_dir("mlm-s0", TINY)
+    assert (again / "validation_chunks.csv").is_file()
+    assert (again / "model.safetensors").read_bytes() == weights
+    assert not list(path.parent.glob("mlm-s0.corrupt*")), "outdated is not corrupt"
+
+
 def test_build_rejects_bad_jobs(tmp_path, monkeypatch):
     monkeypatch.setenv("LMSIM_CACHE", str(tmp_path))
     with pytest.raises(ValueError, match="jobs"):

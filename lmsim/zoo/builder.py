@@ -89,7 +89,38 @@ def _is_built(path: Path) -> bool:
     was damaged afterwards: it is named in a warning, moved aside (``<name>.corrupt``) and
     reported as not built, so it is trained again.
     """
-    return open_entry(path, "training it again", legacy=_legacy_sizes, stacklevel=4)
+    if not open_entry(path, "training it again", legacy=_legacy_sizes, stacklevel=4):
+        return False
+    missing = _missing_records(path)
+    if missing:
+        warnings.warn(
+            f"zoo model {path.name!r} in {path.parent} was built by an older lmsim (it lacks "
+            f"{', '.join(missing)}, which the evidence on the pages is computed from): "
+            "training it again",
+            stacklevel=3,
+        )
+        return False
+    return True
+
+
+def _missing_records(path: Path) -> list[str]:
+    """Files a current build of this kind of model writes that ``path`` lacks."""
+    spec = MODELS.get(path.name)
+    if spec is None:
+        return []
+    wanted = (_PREDICTIONS_CSV, _HEAD_FILE) if spec.objective == "finetune" else (_CHUNKS_CSV,)
+    return [file for file in wanted if not (path / file).is_file()]
+
+
+def _discard_outdated(path: Path) -> None:
+    """Remove a verified lmsim build that an older lmsim wrote without today's records (only
+    a whole, verified entry of lmsim's own, which is trained again next)."""
+    if (
+        path.is_dir()
+        and _missing_records(path)
+        and open_entry(path, "training it again", legacy=_legacy_sizes, stacklevel=4)
+    ):
+        shutil.rmtree(path)
 
 
 # Settings that change how a build runs, not what it trains. (Thread counts could change
@@ -198,6 +229,7 @@ def build_model(
     device = resolve_device(prof.device)
     work = _root(prof) / f".{name}.partial"
     work.mkdir(parents=True, exist_ok=True)
+    _discard_outdated(path)
     builder = _finetune_build if spec.objective == "finetune" else _lm_build
     threads_before = torch.get_num_threads()
     if prof.threads:
