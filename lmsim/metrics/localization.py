@@ -369,3 +369,64 @@ def depth_trend(scores, names: Sequence[str] | None = None) -> pd.DataFrame:
             rho = float(group["layer"].rank().corr(group["score"].rank()))
         rows[model] = {"n_layers": len(group), "spearman": rho}
     return pd.DataFrame.from_dict(rows, orient="index")
+
+
+def family_cells(
+    matrix, names: Sequence[str], families: dict[str, str], models: Sequence[str] | None = None
+) -> pd.DataFrame:
+    """Every off-diagonal cell of a layer × layer matrix with its relation, for resampling.
+
+    :func:`family_means` gives the means; this gives the cells behind them, so that a
+    claim such as "within family > across families" can be judged on a subset of the
+    models (e.g. the pretrained ones) with an interval over the pairs of layers.
+
+    Parameters
+    ----------
+    matrix : array of shape (n_layers, n_layers)
+        Layer × layer similarities, in the order of ``names``.
+    names : sequence of str
+        ``"{model}/layer.{i}"`` block names.
+    families : dict of str to str
+        Model -> family name, for every model of ``names``.
+    models : sequence of str, optional
+        Keep only cells whose two layers both belong to these models (default: all).
+
+    Returns
+    -------
+    DataFrame with one row per ordered pair of different layers
+        ``row``, ``col`` (block names), ``value``, ``relation`` (``"within model"``,
+        ``"within family"`` or ``"across families"``) and ``models`` (the pair of models,
+        ``"a | b"`` with the names sorted, a resampling group).
+
+    Raises
+    ------
+    ValueError
+        A wrongly shaped ``matrix``, a model missing from ``families``, or ``models``
+        naming a model that has no layer in ``names``.
+    """
+    values = np.asarray(matrix, dtype=np.float64)
+    if values.shape != (len(names), len(names)):
+        raise ValueError(f"`matrix` has shape {values.shape} but there are {len(names)} names")
+    owner = layer_table(names)["model"].to_numpy()
+    missing = sorted(set(owner) - set(families))
+    if missing:
+        raise ValueError(f"`families` has no family for the models {missing}")
+    keep = set(owner) if models is None else set(models)
+    unknown = sorted(keep - set(owner))
+    if unknown:
+        raise ValueError(f"`models` names {unknown}, which have no layer in `names`")
+    rows = []
+    for i, a in enumerate(owner):
+        for j, b in enumerate(owner):
+            if i == j or a not in keep or b not in keep:
+                continue
+            relation = (
+                "within model"
+                if a == b
+                else "within family"
+                if families[a] == families[b]
+                else "across families"
+            )
+            pair = " | ".join(sorted((a, b)))
+            rows.append((names[i], names[j], values[i, j], relation, pair))
+    return pd.DataFrame(rows, columns=["row", "col", "value", "relation", "models"])
