@@ -14,6 +14,7 @@ from lmsim.metrics.localization import (
     family_means,
     layer_table,
     mean_to_others,
+    relation_gap,
 )
 
 
@@ -279,3 +280,29 @@ def test_family_cells_rejects_unknown_models():
         family_cells(np.eye(3), names, {"a": "x", "b": "y"}, models=["c"])
     with pytest.raises(ValueError, match="no family for the models"):
         family_cells(np.eye(3), names, {"a": "x"})
+
+
+def test_relation_gap_is_the_difference_of_means_with_a_bootstrap_over_cells():
+    rng = np.random.default_rng(0)
+    names = [f"{m}/layer.{i}" for m in ("a", "b", "c") for i in range(3)]
+    matrix = rng.uniform(size=(9, 9))
+    cells = family_cells(matrix, names, {"a": "x", "b": "x", "c": "y"})
+    got = relation_gap(cells, "within family", "across families", n_boot=200)
+    within = cells.value[cells.relation == "within family"].mean()
+    across = cells.value[cells.relation == "across families"].mean()
+    assert got.estimate == pytest.approx(within - across, abs=1e-12)
+    assert got.low <= got.estimate <= got.high and got.n == len(cells) - 18
+    assert got.unit == "pairs of layers"
+    # a naive loop over the same draws (first group, then second) gives the same interval
+    a = cells.value[cells.relation == "within family"].to_numpy()
+    b = cells.value[cells.relation == "across families"].to_numpy()
+    draws, draw = [], np.random.default_rng(0)
+    for _ in range(200):
+        pick_a = a[draw.integers(0, len(a), len(a))]
+        pick_b = b[draw.integers(0, len(b), len(b))]
+        draws.append(pick_a.mean() - pick_b.mean())
+    assert (got.low, got.high) == pytest.approx(tuple(np.quantile(draws, [0.025, 0.975])))
+    assert (
+        relation_gap(cells[cells.relation != "within family"], "within family", "within model")
+        is None
+    )

@@ -430,3 +430,61 @@ def family_cells(
             pair = " | ".join(sorted((a, b)))
             rows.append((names[i], names[j], values[i, j], relation, pair))
     return pd.DataFrame(rows, columns=["row", "col", "value", "relation", "models"])
+
+
+def relation_gap(
+    cells: pd.DataFrame,
+    first: str,
+    second: str,
+    *,
+    n_boot: int = 1000,
+    level: float = 0.95,
+    seed: int = 0,
+):
+    """Mean similarity of the ``first`` cells minus the ``second``, with a bootstrap interval.
+
+    A two-sample (stratified) percentile bootstrap: each draw resamples the ``first`` cells
+    and then the ``second`` cells with replacement (``rng.integers`` on each, in that
+    order), so no draw lacks either group.
+
+    Parameters
+    ----------
+    cells : DataFrame
+        :func:`family_cells` output (columns ``value`` and ``relation``).
+    first, second : str
+        Relations to compare (``"within family"``, ``"across families"``, ...).
+    n_boot, level, seed
+        Resamples, coverage of the interval, seed of ``numpy.random.default_rng``.
+
+    Returns
+    -------
+    lmsim.stats.Estimate or None
+        ``unit`` "pairs of layers", ``n`` the number of cells of both groups; None when
+        either relation has no cell (e.g. no family has two models).
+    """
+    from lmsim.stats import Estimate
+
+    a = cells.loc[cells["relation"] == first, "value"].to_numpy(dtype=np.float64)
+    b = cells.loc[cells["relation"] == second, "value"].to_numpy(dtype=np.float64)
+    if not len(a) or not len(b):
+        return None
+    if not 0 < level < 1:
+        raise ValueError(f"`level` must lie in (0, 1), got {level}")
+    rng = np.random.default_rng(seed)
+    draws = np.empty(int(n_boot))
+    for k in range(len(draws)):
+        pick_a, pick_b = rng.integers(0, len(a), len(a)), rng.integers(0, len(b), len(b))
+        draws[k] = a[pick_a].mean() - b[pick_b].mean()
+    low, high = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2])
+    return Estimate(
+        float(a.mean() - b.mean()),
+        float(low),
+        float(high),
+        level,
+        "pairs of layers",
+        len(a) + len(b),
+        f"two-sample percentile bootstrap ({n_boot} resamples of the pairs of layers of "
+        f"each group: {len(a)} {first}, {len(b)} {second})",
+        sd=float(draws.std(ddof=1)),
+        draws=draws,
+    )
