@@ -20,10 +20,6 @@ BOOK = REPO / "book"
 NOT_CONVERTED = {
     "zhang2022_lmd/01_decomposition",
     "zhang2022_lmd/02_beyond_the_paper",
-    "wu2020_similarity/01_representations",
-    "wu2020_similarity/02_attention",
-    "wu2020_similarity/03_finetuning",
-    "wu2020_similarity/04_controls",
     "jin2023_regmean/01_merging",
     "thesis2022_redundancy/01_layer_similarity",
     "thesis2022_redundancy/02_redundancy_probes",

@@ -10,9 +10,11 @@ from lmsim.metrics.localization import (
     block_means,
     cross_model_mean,
     depth_trend,
+    family_cells,
     family_means,
     layer_table,
     mean_to_others,
+    relation_gap,
 )
 
 
@@ -252,3 +254,55 @@ def test_family_means_nan_without_a_two_model_family_and_names_missing_models():
     assert np.isnan(got["within family"]) and got["across families"] == 0.0
     with pytest.raises(ValueError, match="no family for the models \\['b'\\]"):
         family_means(np.eye(4), names, {"a": "x"})
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_family_cells_group_means_match_family_means(seed):
+    rng = np.random.default_rng(seed)
+    names = [f"{m}/layer.{i}" for m, n in [("a", 3), ("b", 2), ("zoo/c", 4)] for i in range(n)]
+    matrix = rng.uniform(size=(len(names), len(names)))
+    families = {"a": "enc", "b": "enc", "zoo/c": "dec"}
+    cells = family_cells(matrix, names, families)
+    assert len(cells) == len(names) * (len(names) - 1)
+    want = naive_family_means(matrix, names, families)
+    for key, value in cells.groupby("relation")["value"].mean().items():
+        assert value == pytest.approx(want[key], abs=1e-12)
+    # a subset of models keeps only their cells, and each cell is the matrix entry
+    sub = family_cells(matrix, names, families, models=["a", "b"])
+    assert set(sub.relation) == {"within model", "within family"} and len(sub) == 5 * 4
+    i, j = names.index(sub.row.iloc[0]), names.index(sub.col.iloc[0])
+    assert sub.value.iloc[0] == matrix[i, j] and set(sub.models) == {"a | a", "a | b", "b | b"}
+
+
+def test_family_cells_rejects_unknown_models():
+    names = ["a/layer.0", "a/layer.1", "b/layer.0"]
+    with pytest.raises(ValueError, match="no layer in `names`"):
+        family_cells(np.eye(3), names, {"a": "x", "b": "y"}, models=["c"])
+    with pytest.raises(ValueError, match="no family for the models"):
+        family_cells(np.eye(3), names, {"a": "x"})
+
+
+def test_relation_gap_is_the_difference_of_means_with_a_bootstrap_over_cells():
+    rng = np.random.default_rng(0)
+    names = [f"{m}/layer.{i}" for m in ("a", "b", "c") for i in range(3)]
+    matrix = rng.uniform(size=(9, 9))
+    cells = family_cells(matrix, names, {"a": "x", "b": "x", "c": "y"})
+    got = relation_gap(cells, "within family", "across families", n_boot=200)
+    within = cells.value[cells.relation == "within family"].mean()
+    across = cells.value[cells.relation == "across families"].mean()
+    assert got.estimate == pytest.approx(within - across, abs=1e-12)
+    assert got.low <= got.estimate <= got.high and got.n == len(cells) - 18
+    assert got.unit == "pairs of layers"
+    # a naive loop over the same draws (first group, then second) gives the same interval
+    a = cells.value[cells.relation == "within family"].to_numpy()
+    b = cells.value[cells.relation == "across families"].to_numpy()
+    draws, draw = [], np.random.default_rng(0)
+    for _ in range(200):
+        pick_a = a[draw.integers(0, len(a), len(a))]
+        pick_b = b[draw.integers(0, len(b), len(b))]
+        draws.append(pick_a.mean() - pick_b.mean())
+    assert (got.low, got.high) == pytest.approx(tuple(np.quantile(draws, [0.025, 0.975])))
+    assert (
+        relation_gap(cells[cells.relation != "within family"], "within family", "within model")
+        is None
+    )
