@@ -177,3 +177,13 @@ def test_pos_frequency_quantiles_share_of_null_medians_below():
     rel["median"] = np.median(s_top[:20])
     counts = np.arange(100, 0, -1)
     assert tt.pos_frequency_quantiles(rel, {"a": s_top}, pos_top, tokens, counts, 50)[0] == 0
+
+
+def test_index_page_lists_every_difference_from_the_authors_code():
+    from pathlib import Path
+
+    index = (Path(__file__).parents[1] / "book" / "he2022_twotower" / "index.md").read_text()
+    rows = [line for line in index.splitlines() if line.startswith("| ")]
+    for _, diff in tt.AUTHORS_CODE_DIFFERENCES.iterrows():
+        cells = [str(v).replace("|", "\\|") for v in diff]
+        assert any(all(c in row for c in cells) for row in rows), diff["aspect"]
