@@ -361,6 +361,8 @@ def annotate_pairs(side: pd.DataFrame, specs, prefs: Mapping, tokens, reliabilit
     """
     by_name = {s.name: s for s in specs}
     out = side.copy()
+    if out.empty:
+        return out
     pairs = list(zip(out["run A"], out["run B"]))
     out["relation"] = [pair_relation(by_name[a], by_name[b]) for a, b in pairs]
     out["ceiling"] = [correlation_ceiling(reliability[a], reliability[b]) for a, b in pairs]
