@@ -24,7 +24,6 @@ NOT_CONVERTED = {
     "thesis2022_redundancy/01_layer_similarity",
     "thesis2022_redundancy/02_redundancy_probes",
     "thesis2022_redundancy/03_cross_lingual",
-    "he2022_twotower/01_preference",
 }
 _FOLDED = ("parameters", "injected-parameters")
 
