@@ -99,6 +99,11 @@ def _guarded(prog: str, call, traceback: bool) -> int:
             if not traceback:  # one line per warning; --traceback keeps Python's format
                 warnings.showwarning = show
             status = call()
+    except BrokenPipeError:
+        # The reader of stdout went away (`lmsim ... --json | head`): not an error of ours.
+        # Point stdout at /dev/null so the interpreter's final flush does not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except _bad_input_errors() as err:
         if traceback:
             raise
