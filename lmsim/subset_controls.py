@@ -74,19 +74,6 @@ def same_size_subset(kept, dims: Mapping[str, int], *, seed: int = 0) -> np.ndar
     return np.sort(np.concatenate(out)).astype(np.int64)
 
 
-def _unit_sums(correct: np.ndarray, groups) -> tuple[np.ndarray, np.ndarray]:
-    """Correct words and words per resampling unit (a word, or a group of words)."""
-    if groups is None:
-        return correct.astype(np.float64), np.ones(correct.size)
-    groups = np.asarray(groups)
-    if groups.shape != correct.shape:
-        raise ValueError(
-            f"`groups` must give one unit per word ({correct.size}), got shape {groups.shape}"
-        )
-    _, unit = np.unique(groups, return_inverse=True)
-    return np.bincount(unit, weights=correct), np.bincount(unit).astype(np.float64)
-
-
 def paired_bootstrap(
     correct_a,
     correct_b,
@@ -100,7 +87,8 @@ def paired_bootstrap(
 
     Both probes are scored on the same words, so each resample draws the same units for
     both (paired): the interval reflects which words are in the set, not two independent
-    samples.
+    samples. A thin view of :func:`lmsim.stats.paired_bootstrap` (the one bootstrap of
+    the library) with the probes' correctness as the rows.
 
     Parameters
     ----------
@@ -122,6 +110,8 @@ def paired_bootstrap(
         ``diff`` (the observed difference), ``lo``, ``hi`` (percentile interval), ``se``
         (standard deviation of the resampled differences), ``n_units``.
     """
+    from lmsim.stats import paired_bootstrap as _paired
+
     a = np.asarray(correct_a, dtype=bool)
     b = np.asarray(correct_b, dtype=bool)
     if a.ndim != 1 or a.shape != b.shape or a.size == 0:
@@ -133,25 +123,21 @@ def paired_bootstrap(
         raise ValueError(f"`n_boot` must be an integer >= 2, got {n_boot!r}")
     if not 0 < level < 1:
         raise ValueError(f"`level` must lie in (0, 1), got {level!r}")
-    sa, n = _unit_sums(a, groups)
-    sb, _ = _unit_sums(b, groups)
-    units = sa.size
-    rng = np.random.default_rng(seed)
-    diffs = np.empty(int(n_boot))
-    batch = max(1, 4_000_000 // units)  # bound the (batch, units) index matrix
-    for s in range(0, int(n_boot), batch):
-        idx = rng.integers(0, units, size=(min(batch, int(n_boot) - s), units))
-        words = n[idx].sum(axis=1)
-        diffs[s : s + idx.shape[0]] = (sa[idx].sum(axis=1) - sb[idx].sum(axis=1)) / words
-    alpha = (1 - level) / 2
-    lo, hi = np.quantile(diffs, [alpha, 1 - alpha])
-    return dict(
-        diff=float(a.mean() - b.mean()),
-        lo=float(lo),
-        hi=float(hi),
-        se=float(diffs.std(ddof=1)),
-        n_units=int(units),
+    if groups is not None and np.shape(groups) != a.shape:
+        raise ValueError(
+            f"`groups` must give one unit per word ({a.size}), got shape {np.shape(groups)}"
+        )
+    unit = "words" if groups is None else "groups of words"
+    est = _paired(
+        a.astype(np.float64),
+        b.astype(np.float64),
+        unit=unit,
+        groups=groups,
+        n_boot=int(n_boot),
+        level=level,
+        seed=seed,
     )
+    return dict(diff=est.estimate, lo=est.low, hi=est.high, se=est.sd, n_units=int(est.n))
 
 
 def _probe(X, y, cols, classes, seed, probe_kwargs):
