@@ -172,6 +172,24 @@ def tiny_tokenizer(kind: str, corpus: Sequence[str], piece_len: int = 3):
     raise ValueError(f"unknown tokenizer kind {kind!r}; choose 'wordpiece' or 'bytelevel'")
 
 
+def tiny_two_tower_settings():
+    """Two-tower settings that train in seconds on the generated smoke corpus (tests only)."""
+    from lmsim import twotower as tt
+
+    return tt.TwoTowerSettings(
+        corpora=("smoke",),
+        tokenizer="train:200",
+        seq_len=12,
+        batch_size=4,
+        steps=4,
+        head_steps=4,
+        eval_every=2,
+        checkpoint_every=2,
+        n_eval_chunks=4,
+        device="cpu",
+    )
+
+
 def tiny_zoo_profile():
     """A zoo profile that trains every model in seconds (tests only)."""
     from lmsim import zoo

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from _helpers import tiny_zoo_profile
+from _helpers import tiny_two_tower_settings, tiny_zoo_profile
 
 from lmsim import zoo
 
@@ -457,18 +457,7 @@ def test_published_stats_recompute_a_file_holding_nan(tmp_path):
 def _tower_settings():
     from lmsim import twotower as tt
 
-    settings = tt.TwoTowerSettings(
-        corpora=("smoke",),
-        tokenizer="train:200",
-        seq_len=12,
-        batch_size=4,
-        steps=4,
-        head_steps=4,
-        eval_every=2,
-        checkpoint_every=2,
-        n_eval_chunks=4,
-        device="cpu",
-    )
+    settings = tiny_two_tower_settings()
     spec = tt.RunSpec("elmo-s0", tt.TowerConfig("elmo", hidden=8, layers=2, heads=2), seed=0)
     return tt, settings, spec
 

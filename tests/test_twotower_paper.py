@@ -9,23 +9,13 @@ import math
 import numpy as np
 import pytest
 import torch
+from _helpers import tiny_two_tower_settings
 
 from lmsim import twotower as tt
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-SETTINGS = tt.TwoTowerSettings(
-    corpora=("smoke",),
-    tokenizer="train:200",
-    seq_len=12,
-    batch_size=4,
-    steps=4,
-    head_steps=4,
-    eval_every=2,
-    checkpoint_every=2,
-    n_eval_chunks=4,
-    device="cpu",
-)
+SETTINGS = tiny_two_tower_settings()
 
 
 @pytest.fixture(scope="module")
