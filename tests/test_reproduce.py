@@ -119,7 +119,7 @@ def test_profile_not_passed_when_not_declared(tmp_path):
 
 def test_unknown_profile_lists_profiles(repo):
     with pytest.raises(
-        ValueError, match=r"unknown profile 'fast'.*\['smoke', 'default', 'paper'\]"
+        ValueError, match=r"unknown profile 'fast'.*\['smoke', 'default', 'paper', 'gpu'\]"
     ):
         _plan(repo, "fast")
 
@@ -318,6 +318,80 @@ def test_toc_and_status_leave_out_default_skipped_pages(sourced):
     assert sourced / "book" / "demo" / "_costs.md" in written
     costs = (sourced / "book" / "demo" / "_costs.md").read_text()
     assert "03_first_big" in costs and "04_paper_only" not in costs
+
+
+def _with_gpu_page(repo: Path) -> Path:
+    """``repo`` plus ``demo/05_gpu``: ``01_first`` under its own title, run only by ``gpu``."""
+    path = repo / "notebooks" / "runs.yml"
+    manifest = yaml.safe_load(path.read_text())
+    manifest["chapters"][0]["notebooks"].append(
+        {
+            "name": "05_gpu",
+            "source": "01_first",
+            "title": "First, at GPU scale",
+            "default": "skip",
+            "paper": "skip",
+            "smoke": "skip",
+            "gpu": {"n": 13},
+        }
+    )
+    path.write_text(yaml.safe_dump(manifest, sort_keys=False))
+    return repo
+
+
+def test_gpu_profile_runs_only_the_pages_declaring_it_into_the_book(repo):
+    _with_gpu_page(repo)
+    (run,) = _plan(repo, "gpu")
+    assert run.key == "demo/05_gpu" and run.title == "First, at GPU scale"
+    assert run.output == repo / "book" / "demo" / "05_gpu.ipynb"
+    assert run.parameters == {"n": 13, "profile": "gpu", "zoo_profile": "default"}
+    for profile in ("smoke", "default", "paper"):
+        assert "demo/05_gpu" not in [r.key for r in _plan(repo, profile)]
+    manifest = reproduce.load_manifest(repo / "notebooks" / "runs.yml")
+    entries = {e["name"]: e for e in manifest["chapters"][0]["notebooks"]}
+    assert reproduce.book_profile(entries["05_gpu"]) == "gpu"
+    assert reproduce.book_profile(entries["01_first"]) == "default"
+    assert reproduce.is_skipped(entries["01_first"], "gpu")
+    _page(repo / "book" / "demo" / "01_first.ipynb")
+    _page(repo / "book" / "demo" / "05_gpu.ipynb")
+    (chapter,) = reproduce.build_toc(manifest, repo)["parts"][0]["chapters"]
+    assert chapter["sections"] == [{"file": "book/demo/05_gpu"}]
+    assert "(2 of 3 notebooks executed)" in reproduce.chapter_status_markdown(manifest, repo)
+
+
+@pytest.mark.parametrize("title", ["", "two\nlines", 3])
+def test_bad_title_is_named(repo, title):
+    path = _with_gpu_page(repo) / "notebooks" / "runs.yml"
+    manifest = yaml.safe_load(path.read_text())
+    manifest["chapters"][0]["notebooks"][-1]["title"] = title
+    path.write_text(yaml.safe_dump(manifest, sort_keys=False))
+    with pytest.raises(ValueError, match="`title` of demo/05_gpu must be one line"):
+        reproduce.load_manifest(path)
+
+
+def test_provenance_replaces_the_title_of_a_renamed_page(tmp_path):
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("# Source title\n\nIntro text."),
+        nbformat.v4.new_code_cell("x = 1"),
+    ]
+    path = tmp_path / "page.ipynb"
+    nbformat.write(nb, str(path))
+    info = {
+        "profile": "gpu",
+        "parameters": {},
+        "versions": {},
+        "device": "cuda",
+        "wall_time_s": 1.0,
+        "date": "2026-11-26 16:00 UTC",
+        "title": "Page title",
+    }
+    reproduce.add_provenance(path, info)
+    cells = nbformat.read(str(path), as_version=4).cells
+    assert cells[0].source == "# Page title\n\nIntro text."
+    assert "Executed with profile `gpu`" in cells[1].source
 
 
 def test_list_names_sources_and_skipped_pages(sourced, capsys):
@@ -524,7 +598,7 @@ def test_cli_errors_exit_2_and_list(repo):
         )
 
     bad = cli("--profile", "fast")
-    assert bad.returncode == 2 and "choose one of ['smoke', 'default', 'paper']" in bad.stderr
+    assert bad.returncode == 2 and "choose one of ['smoke', 'default', 'paper', 'gpu']" in bad.stderr
     bad = cli("--only", "nope")
     assert bad.returncode == 2 and "unknown chapter slug(s) or page(s) ['nope']" in bad.stderr
     listing = cli("--list", "--profile", "paper")

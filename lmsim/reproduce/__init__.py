@@ -66,10 +66,12 @@ from lmsim.reproduce._cli import main
 from lmsim.reproduce._execute import RunResult, execute_run, failed_path
 from lmsim.reproduce._manifest import (  # noqa: F401
     MANIFEST,
+    OPT_IN_PROFILES,
     PLANNED_CHAPTERS,
     PROFILES,
     SKIP,
     ZOO_PROFILES,
+    book_profile,
     entry_source,
     find_root,
     is_skipped,
@@ -91,6 +93,7 @@ from lmsim.reproduce._results import cost_markdown, write_results  # noqa: F401
 from lmsim.reproduce._toc import build_toc, chapter_status_markdown, write_toc
 
 __all__ = [
+    "OPT_IN_PROFILES",
     "PROFILES",
     "ZOO_PROFILES",
     "NotebookRun",
@@ -99,6 +102,7 @@ __all__ = [
     "load_manifest",
     "SKIP",
     "entry_source",
+    "book_profile",
     "is_skipped",
     "page_sources",
     "output_dir_for",

@@ -145,6 +145,8 @@ def execute_run(
             "page": run.key,
             "status": "ok" if error is None else "failed",
         }
+        if run.title:
+            info["title"] = run.title
         failed = failed_path(run, profile, root)
         if tmp.is_file():
             add_provenance(tmp, info)

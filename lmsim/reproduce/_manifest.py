@@ -8,11 +8,20 @@ from typing import Any
 
 import yaml
 
-PROFILES: tuple[str, ...] = ("smoke", "default", "paper")
-ZOO_PROFILES: dict[str, str] = {"smoke": "smoke", "default": "default", "paper": "gpu"}
+PROFILES: tuple[str, ...] = ("smoke", "default", "paper", "gpu")
+ZOO_PROFILES: dict[str, str] = {
+    "smoke": "smoke",
+    "default": "default",
+    "paper": "gpu",
+    "gpu": "default",
+}
+# Profiles that run only the pages declaring them (a mapping under the profile's name): the
+# `gpu` profile is the default profile's offline data at the scale of one GPU machine, for the
+# pages sized for it; their executed pages go into the book beside the default ones.
+OPT_IN_PROFILES: tuple[str, ...] = ("gpu",)
 MANIFEST = Path("notebooks") / "runs.yml"
 _CHAPTER_KEYS = {"slug", "title", "notebooks"}
-_ENTRY_KEYS = {"name", "source", "verify"}
+_ENTRY_KEYS = {"name", "source", "verify", "title"}
 # A profile's value that keeps a page from running under that profile.
 SKIP = "skip"
 # The five papers the book sets out to reproduce; the slugs are their BibTeX keys.
@@ -132,6 +141,12 @@ def load_manifest(path: str | Path) -> dict[str, Any]:
                     )
             if "source" in entry:
                 _check_source(path.parent, slug, entry)
+            title = entry.get("title")
+            if title is not None and (not isinstance(title, str) or "\n" in title or not title):
+                raise ValueError(
+                    f"`title` of {slug}/{entry['name']} must be one line of text (the page's "
+                    f"heading), got {title!r}"
+                )
             if "verify" in entry:
                 from lmsim.reproduce._verify import check_verify_entry
 
@@ -175,8 +190,24 @@ def entry_source(entry: Mapping[str, Any]) -> str:
 
 
 def is_skipped(entry: Mapping[str, Any], profile: str) -> bool:
-    """Whether the manifest marks the entry's page ``skip`` under ``profile``."""
+    """Whether the entry's page does not run under ``profile``: the manifest marks it
+    ``skip``, or ``profile`` is opt-in (:data:`OPT_IN_PROFILES`) and the entry declares no
+    parameters for it."""
+    if profile in OPT_IN_PROFILES:
+        return not isinstance(entry.get(profile), dict)
     return entry.get(profile) == SKIP
+
+
+def book_profile(entry: Mapping[str, Any]) -> str | None:
+    """The profile whose execution of the entry's page the book shows.
+
+    ``"default"`` unless the page is marked ``default: skip``; then ``"gpu"`` when it declares
+    ``gpu`` parameters (executed on a GPU machine with ``--profile gpu`` and committed: a CPU
+    build keeps that page as it is), else None (not in the book).
+    """
+    if not is_skipped(entry, "default"):
+        return "default"
+    return "gpu" if not is_skipped(entry, "gpu") else None
 
 
 def page_sources(manifest: Mapping[str, Any]) -> dict[str, str]:
@@ -199,14 +230,14 @@ def page_sources(manifest: Mapping[str, Any]) -> dict[str, str]:
 def output_dir_for(profile: str, root: str | Path, output_dir: str | Path | None = None) -> Path:
     """Return the folder that receives ``<slug>/<name>.ipynb`` for ``profile``.
 
-    ``default`` → ``book/``; ``smoke`` and ``paper`` → ``_build/<profile>/``; an explicit
-    ``output_dir`` wins.
+    ``default`` and ``gpu`` (pages of the book executed on a GPU machine) → ``book/``;
+    ``smoke`` and ``paper`` → ``_build/<profile>/``; an explicit ``output_dir`` wins.
     """
     _check_profile(profile)
     if output_dir is not None:
         return Path(output_dir)
     root = Path(root)
-    return root / "book" if profile == "default" else root / "_build" / profile
+    return root / "book" if profile in ("default", "gpu") else root / "_build" / profile
 
 
 def _check_profile(profile: str) -> None:

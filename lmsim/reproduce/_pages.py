@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from lmsim.reproduce._manifest import is_skipped
+from lmsim.reproduce._manifest import book_profile
 
 
 def page_status(path: str | Path) -> str | None:
@@ -22,14 +22,15 @@ def page_status(path: str | Path) -> str | None:
 
 def _executed_pages(manifest: Mapping[str, Any], root: Path) -> list[tuple[dict, list[str]]]:
     """Chapters and their pages that a complete run wrote (provenance ``status: "ok"``);
-    pages marked ``default: skip`` are never among them, even when a file is left over."""
+    pages marked ``default: skip`` are never among them, even when a file is left over,
+    unless the book shows their ``gpu`` execution (:func:`book_profile`)."""
     present = []
     for chapter in manifest.get("chapters", []):
         slug = chapter["slug"]
         names = [
             entry["name"]
             for entry in chapter["notebooks"]
-            if not is_skipped(entry, "default")
+            if book_profile(entry) is not None
             and page_status(root / "book" / slug / f"{entry['name']}.ipynb") == "ok"
         ]
         if names:

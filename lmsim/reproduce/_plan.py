@@ -38,6 +38,9 @@ class NotebookRun:
     parameters : dict
         What papermill injects: the profile's overrides (plus ``profile`` when the
         notebook declares it, plus command-line overrides).
+    title : str or None
+        The entry's ``title``: replaces the source notebook's title on the executed page
+        (a page that runs another page's source under its own name).
     """
 
     slug: str
@@ -45,6 +48,7 @@ class NotebookRun:
     source: Path
     output: Path
     parameters: dict[str, Any] = field(default_factory=dict)
+    title: str | None = None
 
     @property
     def key(self) -> str:
@@ -198,4 +202,5 @@ def _plan_run(
         # The zoo build a profile's zoo/* names load, passed as a parameter (the
         # smoke profile runs the notebooks' own defaults, which are the smoke zoo).
         params["zoo_profile"] = ZOO_PROFILES[profile]
-    return NotebookRun(slug, name, source, out_root / slug / f"{name}.ipynb", params), used
+    output = out_root / slug / f"{name}.ipynb"
+    return NotebookRun(slug, name, source, output, params, entry.get("title")), used

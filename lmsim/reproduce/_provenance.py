@@ -79,7 +79,8 @@ def add_provenance(path: str | Path, info: Mapping[str, Any]) -> None:
     info : mapping
         ``profile, parameters, overrides, versions, device, wall_time_s, date, source,
         page, status`` (``page`` is ``"<slug>/<name>"``; it differs from the source's stem
-        when the manifest entry has a ``source``).
+        when the manifest entry has a ``source``), and optionally ``title``: the page's
+        heading, replacing the first line of the source's title cell.
     """
     import nbformat
 
@@ -89,7 +90,12 @@ def add_provenance(path: str | Path, info: Mapping[str, Any]) -> None:
         cell for cell in nb.cells if PROVENANCE_TAG not in cell.get("metadata", {}).get("tags", [])
     ]
     cell = nbformat.v4.new_markdown_cell(provenance_text(info), metadata={"tags": [PROVENANCE_TAG]})
-    nb.cells.insert(_title_index(nb.cells) + 1, cell)
+    title_at = _title_index(nb.cells)
+    if info.get("title") and title_at >= 0:
+        title_cell = nb.cells[title_at]
+        rest = title_cell.source.lstrip().split("\n", 1)[1:]
+        title_cell.source = "\n".join([f"# {info['title']}", *rest])
+    nb.cells.insert(title_at + 1, cell)
     for cell in nb.cells:  # readers see the parameters folded (Jupyter Book's hide-cell)
         tags = cell.get("metadata", {}).get("tags", [])
         if {"parameters", INJECTED_TAG} & set(tags) and FOLD_TAG not in tags:

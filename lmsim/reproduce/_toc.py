@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from lmsim.reproduce._manifest import PLANNED_CHAPTERS, is_skipped
+from lmsim.reproduce._manifest import PLANNED_CHAPTERS, book_profile
 from lmsim.reproduce._pages import _executed_pages
 from lmsim.reproduce._results import write_results
 
@@ -68,7 +68,7 @@ def chapter_status_markdown(manifest: Mapping[str, Any], root: str | Path) -> st
             index = root / "book" / slug / "index.md"
             head = f"/book/{slug}/index" if index.is_file() else f"/book/{slug}/{present[slug][0]}"
             entries = listed[slug]["notebooks"]
-            n_skipped = sum(is_skipped(entry, "default") for entry in entries)
+            n_skipped = sum(book_profile(entry) is None for entry in entries)
             n_total = len(entries) - n_skipped
             status = f"in the book ({len(present[slug])} of {n_total} notebooks executed"
             status += f"; {n_skipped} more not run by the default profile)" if n_skipped else ")"
@@ -76,7 +76,7 @@ def chapter_status_markdown(manifest: Mapping[str, Any], root: str | Path) -> st
         else:
             status = "listed, not yet executed" if slug in listed else "planned"
             entries = listed[slug]["notebooks"] if slug in listed else []
-            if entries and all(is_skipped(entry, "default") for entry in entries):
+            if entries and all(book_profile(entry) is None for entry in entries):
                 status = "listed, not run by the default profile"
             cell = title
         lines.append(

@@ -422,15 +422,16 @@ def train_runs(
     profile : str
     progress : bool
     jobs : int
-        Runs trained at once on the CPU, each in its own one-thread process (1: one after
-        the other in this process, on ``settings.threads``). Ignored on CUDA.
+        Runs trained at once, each in its own process with one CPU thread (1: one after
+        the other in this process, on ``settings.threads``). On CUDA the processes share the
+        device: small towers leave most of it idle between kernel launches.
     """
     specs = [r if isinstance(r, RunSpec) else RunSpec.from_dict(r) for r in runs]
     names = [s.name for s in specs]
     if len(set(names)) != len(names):
         raise ValueError(f"run names must be unique, got {names}")
     todo = [s for s in specs if not _is_finished(run_dir(s, settings, profile))]
-    if jobs > 1 and len(todo) > 1 and resolve_device(settings.device).type == "cpu":
+    if jobs > 1 and len(todo) > 1:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
