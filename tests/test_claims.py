@@ -194,6 +194,22 @@ def test_glue_displays_the_claims_under_their_key(monkeypatch):
     assert cl.MIME_TYPE in args[0] and kwargs["metadata"]["scrapbook"]["name"] == cl.GLUE_KEY
 
 
+def test_glue_without_myst_nb_writes_what_myst_nb_writes(monkeypatch):
+    """A machine without the book tools (a GPU machine) glues in myst-nb's format."""
+    pytest.importorskip("myst_nb")
+    import sys
+
+    import myst_nb.ext.glue as glue_module
+
+    expected, written = [], []
+    monkeypatch.setattr(glue_module, "ipy_display", lambda *a, **k: expected.append((a, k)))
+    _claims().glue()
+    monkeypatch.setitem(sys.modules, "myst_nb", None)  # import myst_nb -> ImportError
+    monkeypatch.setattr("IPython.display.display", lambda *a, **k: written.append((a, k)))
+    _claims().glue()
+    assert written == expected
+
+
 def _nb(payload):
     nb = nbformat.v4.new_notebook()
     cell = nbformat.v4.new_code_cell("claims")

@@ -8,6 +8,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import pandas as pd
 
@@ -397,10 +398,27 @@ class Claims:
     def glue(self, key: str = GLUE_KEY) -> None:
         """Display the claims and glue them under ``key`` (myst-nb), so that a markdown
         cell near the top of the page can paste them: ``{glue} claims`` in a directive
-        fence. The display carries the records as before (:func:`collect` reads it)."""
-        from myst_nb import glue
+        fence. The display carries the records as before (:func:`collect` reads it).
 
+        Without myst-nb (a machine that executes pages but builds no book, such as a GPU
+        machine) the same output is written as ``myst_nb.glue(key, self, display=True)``
+        writes it: the display data with ``{"scrapbook": {"name": key, "mime_prefix": ""}}``
+        in its metadata, which the book build reads."""
+        try:
+            from myst_nb import glue
+        except ImportError:
+            glue = _glue_display
         glue(key, self, display=True)
+
+
+def _glue_display(name: str, variable: Any, display: bool = True) -> None:
+    """``myst_nb.glue(name, variable, display=True)`` without myst-nb (its 1.x format)."""
+    from IPython.core.formatters import format_display_data
+    from IPython.display import display as ipy_display
+
+    mimebundle, metadata = format_display_data(variable)
+    metadata["scrapbook"] = {"name": name, "mime_prefix": ""}
+    ipy_display(mimebundle, raw=True, metadata=metadata)
 
 
 def _verdict_cell(c: Claim) -> str:
