@@ -55,10 +55,21 @@ def twotower_preference(params: Mapping, machine: Machine) -> Estimate:
     dtype = "bfloat16" if mixed else "float32"
     T, B = params["seq_len"], params["batch_size"]
     on_gpu = _on_gpu(params, machine)
+    # Runs trained at once (`jobs` processes): on a GPU each holds its own memory, and the
+    # time divides among them.
+    jobs = max(1, min(int(params.get("jobs", 1) or 1), len(params["runs"])))
+    train_seconds = 0.0
     for run in params["runs"]:
         shape = _tower_shape(run, vocab)
         tokens = (params["steps"] + params["head_steps"]) * B * T
-        est.seconds += train_flops(shape, tokens, T) / machine.flops_per_s(dtype, training=True)
+        flops_time = train_flops(shape, tokens, T) / machine.flops_per_s(dtype, training=True)
+        if on_gpu:  # small towers are bound by kernel launches, not FLOPs
+            layer_steps = 2 * run["layers"] * params["steps"] * (2 if run["tower"] == "elmo" else 1)
+            launch_time = (
+                layer_steps * GPU_LAYER_STEP_S + 2 * params["head_steps"] * GPU_HEAD_STEP_S
+            )
+            flops_time = max(flops_time, launch_time)
+        train_seconds += flops_time
         est.seconds += forward_flops(
             shape, params["n_score_chunks"] * T * params.get("mask_repeats", 1), T
         ) / machine.flops_per_s(dtype)
@@ -66,12 +77,14 @@ def twotower_preference(params: Mapping, machine: Machine) -> Estimate:
         if on_gpu:
             est.peak(
                 "gpu",
-                BASE_GPU + need,
-                f"training {run['name']} ({shape.params / 1e6:,.0f} M parameters)",
+                (BASE_GPU + need) * jobs,
+                f"training {run['name']} ({shape.params / 1e6:,.0f} M parameters)"
+                + (f" in each of {jobs} processes at once" if jobs > 1 else ""),
             )
         else:
             est.peak("ram", BASE_RAM + need, f"training {run['name']} on the CPU")
         est.disk_output += 4.0 * shape.params * 4
+    est.seconds += train_seconds / (jobs if on_gpu else 1)
     est.peak(
         "ram",
         BASE_RAM + params["n_score_chunks"] * T * 8.0 * 2,
@@ -81,3 +94,9 @@ def twotower_preference(params: Mapping, machine: Machine) -> Estimate:
 
 
 SHAPES_VOCAB = {"bert-base-uncased": 30_522}
+# Seconds a training step costs per tower layer (an LSTM direction counts as a layer) and a
+# phase-2 head step, when small towers are launch-bound: measured on one H100 with four runs
+# sharing it (he2022 02_preference_gpu, 2026-11-26: 0.058-0.126 s a phase-1 step of 8 layers,
+# 8,400 head steps in 242 s).
+GPU_LAYER_STEP_S = 0.0095
+GPU_HEAD_STEP_S = 0.029
