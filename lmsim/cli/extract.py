@@ -10,7 +10,6 @@ moments, bit for bit what one process computes.
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from lmsim.cli._common import (
     out_file,
     positive_int,
 )
+from lmsim.extract.distributed import LauncherProcessGroup
 
 SUMMARY = "moments of models' hidden states over texts (a safetensors file)"
 POOLINGS = ("mean", "word", "token")
@@ -134,44 +134,12 @@ def pooled_texts(args, texts: list[str]) -> list:
     return sentences
 
 
-class _ProcessGroup:
-    """The default process group a launcher's environment asks for, owned by this run."""
-
-    def __init__(self, device: str):
-        import torch
-        import torch.distributed as dist
-
-        self.dist = dist
-        self.owned = (
-            "RANK" in os.environ and "WORLD_SIZE" in os.environ and not dist.is_initialized()
-        )
-        if self.owned:
-            from lmsim.models import resolve_device
-
-            cuda = torch.cuda.is_available() and resolve_device(device).type == "cuda"
-            if cuda:
-                torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
-            dist.init_process_group(backend="nccl" if cuda else "gloo")
-
-    @property
-    def rank(self) -> int:
-        return self.dist.get_rank() if self.dist.is_initialized() else 0
-
-    @property
-    def world(self) -> int:
-        return self.dist.get_world_size() if self.dist.is_initialized() else 1
-
-    def close(self) -> None:
-        if self.owned:
-            self.dist.destroy_process_group()
-
-
 def run(args) -> int:
     console = Console(args)
     names = model_names(args)
     out = out_file(args.out)
     layer_spec(args.layers)  # bad --layers fail before any model loads
-    group = _ProcessGroup(args.device)
+    group = LauncherProcessGroup(args.device)
     try:
         if group.rank:
             console.quiet, console.progress = True, False

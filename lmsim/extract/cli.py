@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 
-import torch
-import torch.distributed as dist
-
-from lmsim._runtime import resolve_device
 from lmsim.extract.align import POOLINGS, SUBWORDS
+from lmsim.extract.distributed import LauncherProcessGroup
 from lmsim.extract.streaming import extract_moments
 
 
@@ -54,12 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     # An entry point may read the launcher's environment; the library function only sees
     # the process group it makes.
-    owned = "RANK" in os.environ and "WORLD_SIZE" in os.environ and not dist.is_initialized()
-    if owned:
-        cuda = torch.cuda.is_available() and resolve_device(args.device).type == "cuda"
-        if cuda:
-            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
-        dist.init_process_group(backend="nccl" if cuda else "gloo")
+    group = LauncherProcessGroup(args.device)
     try:
         texts = load_corpus(args.corpus, split=args.split, max_docs=args.max_docs)
         if args.pooling == "word":
@@ -82,10 +73,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             zoo_profile=args.zoo_profile,
             progress=True,
         )
-        if not dist.is_initialized() or dist.get_rank() == 0:
+        if group.rank == 0:
             mom.save(args.out)
             print(f"{mom.n:,} rows x {mom.total_dim:,} features -> {args.out}")
     finally:
-        if owned:
-            dist.destroy_process_group()
+        group.close()
     return 0

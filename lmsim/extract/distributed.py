@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 
 import torch
 import torch.distributed as dist
@@ -89,3 +90,41 @@ def _plan_on_rank(models, texts, distributed, device, **options) -> tuple[_Plan,
     plan = _plan(models, texts, device=_rank_device(device, group), **options)
     rank, world = _rank_world(group)
     return plan, group, rank, world
+
+
+class LauncherProcessGroup:
+    """The default process group a launcher's environment (``torchrun``, ``accelerate
+    launch``: ``RANK`` and ``WORLD_SIZE`` set) asks for, initialised and owned by an entry
+    point; the library functions only see the group it makes.
+
+    Parameters
+    ----------
+    device : str
+        The run's device (``"auto"``, ``"cuda"``, ``"cpu"``, ...): NCCL and this rank's GPU
+        (``LOCAL_RANK``) when it resolves to CUDA, Gloo otherwise.
+    """
+
+    def __init__(self, device: str):
+        self.owned = (
+            "RANK" in os.environ and "WORLD_SIZE" in os.environ and not dist.is_initialized()
+        )
+        if self.owned:
+            cuda = torch.cuda.is_available() and resolve_device(device).type == "cuda"
+            if cuda:
+                torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
+            dist.init_process_group(backend="nccl" if cuda else "gloo")
+
+    @property
+    def rank(self) -> int:
+        """This process's rank (0 without a group)."""
+        return dist.get_rank() if dist.is_initialized() else 0
+
+    @property
+    def world(self) -> int:
+        """The number of processes (1 without a group)."""
+        return dist.get_world_size() if dist.is_initialized() else 1
+
+    def close(self) -> None:
+        """Destroy the group if this object made it."""
+        if self.owned:
+            dist.destroy_process_group()
