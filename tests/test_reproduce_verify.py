@@ -43,6 +43,14 @@ def test_numbers_reads_what_pages_print(text, expected):
     assert verify.numbers(text) == pytest.approx(expected)
 
 
+def test_tables_are_keyed_by_code_cell_so_markdown_does_not_shift_them():
+    old = _page([], [TABLE.format(acc="0.812", t="3.2")])
+    new = _page([], [TABLE.format(acc="0.812", t="3.2")])
+    new["cells"].insert(0, {"cell_type": "markdown", "source": "Executed with profile ..."})
+    (check,) = verify.compare_pages("c/p", old, new, {})
+    assert check.quantity == "table 0.0: mlm-s0 / accuracy" and check.ok
+
+
 def test_identical_pages_agree_and_timing_columns_are_ignored():
     old = _page([_claim(0.5, [0.4, 0.6])], [TABLE.format(acc="0.812", t="3.2")])
     new = _page([_claim(0.5, [0.4, 0.6])], [TABLE.format(acc="0.812", t="9.9")])

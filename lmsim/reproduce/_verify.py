@@ -123,10 +123,13 @@ def page_quantities(nb: Mapping) -> dict[str, dict]:
     dict
         ``{key: {"values": [float, ...], "verdict": str or None, "half_width": float}}``;
         keys name the claim (``claim: <text>``) or the table cell
-        (``table <cell>.<k>: <row label> / <column>``, the k-th table of the cell).
+        (``table <cell>.<k>: <row label> / <column>``, the k-th table of the ``cell``-th
+        code cell: markdown cells, such as the provenance the runner inserts or prose
+        edited since, do not shift the numbering).
     """
     found: dict[str, dict] = {}
-    for index, cell in enumerate(nb.get("cells", [])):
+    code_cells = (c for c in nb.get("cells", []) if c.get("cell_type", "code") == "code")
+    for index, cell in enumerate(code_cells):
         # Tables are numbered within their cell, not by output: how a kernel splits its
         # printed text into outputs varies from run to run.
         tables = []
