@@ -598,7 +598,9 @@ def test_cli_errors_exit_2_and_list(repo):
         )
 
     bad = cli("--profile", "fast")
-    assert bad.returncode == 2 and "choose one of ['smoke', 'default', 'paper', 'gpu']" in bad.stderr
+    assert (
+        bad.returncode == 2 and "choose one of ['smoke', 'default', 'paper', 'gpu']" in bad.stderr
+    )
     bad = cli("--only", "nope")
     assert bad.returncode == 2 and "unknown chapter slug(s) or page(s) ['nope']" in bad.stderr
     listing = cli("--list", "--profile", "paper")
