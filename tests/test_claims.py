@@ -210,6 +210,13 @@ def test_glue_without_myst_nb_writes_what_myst_nb_writes(monkeypatch):
     assert written == expected
 
 
+def test_collect_names_the_executed_page_not_its_source():
+    nb = _nb({"chapter": "c", "page": "01_source", "claims": [{"claim": "x", "kind": "reported"}]})
+    assert cl.collect([nb])["page"].tolist() == ["01_source"]
+    nb.metadata["lmsim"] = {"page": "c/02_gpu"}
+    assert cl.collect([nb])["page"].tolist() == ["02_gpu"]
+
+
 def _nb(payload):
     nb = nbformat.v4.new_notebook()
     cell = nbformat.v4.new_code_cell("claims")

@@ -81,10 +81,10 @@ def page_source(path: Path, manifest=MANIFEST, repo: Path = REPO) -> tuple[Path 
     }.get(key)
     if entry is None:
         return None, f"{path} has no entry in notebooks/runs.yml; delete the page"
-    if reproduce.is_skipped(entry, "default"):
+    if reproduce.book_profile(entry) is None:
         return None, (
-            f"{path}: notebooks/runs.yml marks {key} `default: skip`, so the book never runs "
-            "it; delete the page"
+            f"{path}: notebooks/runs.yml marks {key} `default: skip` and gives it no `gpu` "
+            "parameters, so the book never runs it; delete the page"
         )
     source = repo / "notebooks" / path.parent.name / f"{reproduce.entry_source(entry)}.ipynb"
     if not source.is_file():
@@ -234,7 +234,8 @@ def test_executed_page_code_matches_source(path):
     )
     assert mismatch is None, (
         f"{path} was not produced from the current {source}: {mismatch}\n"
-        f"re-run: python -m lmsim.reproduce --profile default --only {path.parent.name}"
+        f"re-run: python -m lmsim.reproduce --profile default --only {path.parent.name} "
+        "(pages of the `gpu` profile: --profile gpu on a GPU machine, tools/gpu_pages.sh)"
     )
 
 
@@ -244,7 +245,12 @@ def test_executed_page_has_provenance(path):
     meta = nb.metadata.get("lmsim")
     assert meta, f"{path} has no metadata['lmsim']; execute it with python -m lmsim.reproduce"
     assert PROVENANCE_KEYS <= set(meta), f"{path}: provenance lacks {PROVENANCE_KEYS - set(meta)}"
-    assert meta["profile"] == "default", f"{path} was executed with profile {meta['profile']!r}"
+    entry = ENTRIES[_key(path)]
+    expected = reproduce.book_profile(entry)
+    assert meta["profile"] == expected, (
+        f"{path} was executed with profile {meta['profile']!r}; the book shows its "
+        f"{expected!r} execution"
+    )
     assert meta.get("status", "ok") == "ok", f"{path} records a failed execution"
     assert meta["source"] == f"notebooks/{SOURCE_OF[_key(path)]}.ipynb", (
         f"{path} was executed from {meta['source']}, not from its entry's source notebook"

@@ -41,8 +41,9 @@ def collect(pages: Iterable[str | Path | dict]) -> pd.DataFrame:
     Returns
     -------
     DataFrame
-        Columns chapter, page and every field of :class:`Claim`; pages without records
-        contribute nothing.
+        Columns chapter, page (the executed page's name from its provenance, else the name
+        the claims were recorded under) and every field of :class:`Claim`; pages without
+        records contribute nothing.
     """
     rows = []
     known = {f.name for f in fields(Claim)}
@@ -51,9 +52,13 @@ def collect(pages: Iterable[str | Path | dict]) -> pd.DataFrame:
         payloads = list(_records_of(nb))
         if payloads:
             last = payloads[-1]
+            # A page that runs another page's source notebook records the source's name;
+            # the runner's provenance names the page itself.
+            info = nb.get("metadata", {}).get("lmsim", {})
+            page_name = str(info.get("page") or "").rsplit("/", 1)[-1] or last["page"]
             for record in last["claims"]:
                 claim = Claim(**{k: v for k, v in record.items() if k in known})
-                rows.append({"chapter": last["chapter"], "page": last["page"], **asdict(claim)})
+                rows.append({"chapter": last["chapter"], "page": page_name, **asdict(claim)})
     return pd.DataFrame(rows, columns=_COLUMNS)
 
 
@@ -177,8 +182,9 @@ def overview_markdown(chapters: Sequence[tuple[str, str, pd.DataFrame]]) -> str:
     failing = failing_markdown(pd.concat([records for _, _, records in chapters]))
     if failing:
         lines += [
-            "Paper claims that do **not** hold under this book's default profile, and why "
-            "(each page explains at length):",
+            "Paper claims that do **not** hold under the profile their page was executed "
+            "with (the default profile; pages named `_gpu` ran the `gpu` profile on one GPU), "
+            "and why (each page explains at length):",
             "",
             failing,
         ]
