@@ -1004,3 +1004,35 @@ def test_lowercase_and_progress_bar(tiny, capsys):
     np.testing.assert_allclose(lowered["g/layer.3"], plain["g/layer.3"], atol=1e-6)
     assert not np.allclose(extract_activations(pair, upper, **KW)["g/layer.3"], plain["g/layer.3"])
     assert "tok_s" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ non-finite activations
+@pytest.mark.parametrize("check_every", [1, 100])
+def test_non_finite_activations_name_the_model_blocks_and_texts(tiny, monkeypatch, check_every):
+    """Checked after every batch, or (as on a GPU) deferred: then at the latest when the
+    batches run out, before a caller could save what it accumulated."""
+    import copy
+
+    monkeypatch.setattr("lmsim.extract.pooling._CHECK_EVERY_CPU", check_every)
+    model, tok = tiny["bert"]
+    broken = copy.deepcopy(model)
+    with torch.no_grad():
+        broken.get_input_embeddings().weight.fill_(float("nan"))
+    with pytest.raises(ValueError, match=r"model 'bert' produced non-finite activations .* in "):
+        extract_activations({"bert": (broken, tok)}, TEXTS, batch_size=4, **KW)
+
+
+def test_deferred_finiteness_checks_raise_for_the_first_bad_batch():
+    from lmsim.extract.pooling import _check_finite
+
+    ok, bad = torch.tensor([True, True]), torch.tensor([True, False])
+    pending = [(np.array([0, 1]), "m", ["m/a", "m/b"], ok)]
+    _check_finite(pending)
+    assert pending == [], "read flags are cleared"
+    pending = [
+        (np.array([0, 1]), "m", ["m/a", "m/b"], ok),
+        (np.array([7, 3]), "m", ["m/a", "m/b"], bad),
+        (np.array([5]), "m", ["m/a", "m/b"], bad),
+    ]
+    with pytest.raises(ValueError, match=r"in \['m/b'\] for texts \[7, 3\]"):
+        _check_finite(pending)

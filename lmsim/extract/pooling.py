@@ -74,7 +74,12 @@ def _hidden_states(run: _Run, input_ids, mask) -> tuple[torch.Tensor, ...]:
     return states
 
 
-def _forward_blocks(run: _Run, enc: _Encoded, batch, pad_to, device, amp_dtype) -> dict:
+def _forward_blocks(
+    run: _Run, enc: _Encoded, batch, pad_to, device, amp_dtype
+) -> tuple[dict, torch.Tensor]:
+    """One model's pooled blocks of one batch, and whether each block is finite (a bool
+    tensor of shape (n_blocks,) on ``device``: checked later, so a GPU is not stopped to
+    answer it after every batch)."""
     input_ids, mask = _pad(run, enc, batch, pad_to, device)
     with _autocast(device, amp_dtype):
         states = _hidden_states(run, input_ids, mask)
@@ -85,15 +90,35 @@ def _forward_blocks(run: _Run, enc: _Encoded, batch, pad_to, device, amp_dtype) 
         flat = h.reshape(-1, h.shape[-1])[pos].float() * weight[:, None]
         pooled = torch.zeros(n_rows, h.shape[-1], dtype=torch.float32, device=device)
         blocks[block_name(run.name, layer)] = pooled.index_add_(0, rows, flat)
-    # One device sync for all layers, not one per layer.
-    if not bool(torch.stack([torch.isfinite(x).all() for x in blocks.values()]).all()):
-        bad = [k for k, x in blocks.items() if not torch.isfinite(x).all()]
-        raise ValueError(
-            f"model {run.name!r} produced non-finite activations (NaN or Inf) in {bad} for "
-            f"texts {batch[:5].tolist()}...; with float16 this is usually overflow: use "
-            "dtype='bfloat16' or 'float32'"
-        )
-    return blocks
+    return blocks, torch.stack([torch.isfinite(x).all() for x in blocks.values()])
+
+
+# Batches whose finiteness flags a CUDA device answers at once (one sync): the host keeps
+# enqueuing forwards meanwhile. A CPU answers every batch at once (no sync to save).
+_CHECK_EVERY_CUDA = 16
+_CHECK_EVERY_CPU = 1
+
+
+def _check_finite(pending: list) -> None:
+    """Raise for the first batch of ``pending`` (``(batch, model, block names, flags)``)
+    with a non-finite block; one device sync for all of them. Clears ``pending``."""
+    if not pending:
+        return
+    flags = torch.cat([f for *_, f in pending]).cpu()
+    if bool(flags.all()):
+        pending.clear()
+        return
+    at = 0
+    for batch, name, keys, _ in pending:
+        bad = [k for k, ok in zip(keys, flags[at : at + len(keys)].tolist()) if not ok]
+        at += len(keys)
+        if bad:
+            pending.clear()
+            raise ValueError(
+                f"model {name!r} produced non-finite activations (NaN or Inf) in {bad} for "
+                f"texts {batch[:5].tolist()}...; with float16 this is usually overflow: use "
+                "dtype='bfloat16' or 'float32'"
+            )
 
 
 @dataclass
@@ -169,19 +194,28 @@ def _pooled_batches(
     """
     start = time.perf_counter()
     n_tokens = 0
+    cuda = torch.device(plan.device).type == "cuda"
+    check_every = _CHECK_EVERY_CUDA if cuda else _CHECK_EVERY_CPU
+    pending: list = []  # finiteness flags not yet read back from the device
     for batch in _rank_batches(plan, indices, batch_size, part):
         blocks = {}
         with torch.inference_mode():
             for run, enc in zip(plan.runs, plan.encs):
-                blocks.update(
-                    _forward_blocks(run, enc, batch, plan.pad_to, plan.device, plan.amp_dtype)
+                run_blocks, finite = _forward_blocks(
+                    run, enc, batch, plan.pad_to, plan.device, plan.amp_dtype
                 )
+                blocks.update(run_blocks)
+                pending.append((batch, run.name, list(run_blocks), finite))
+        if len(pending) >= check_every * len(plan.runs):
+            _check_finite(pending)
         yield batch, blocks
         if progress_bar is not None:
             n_tokens += int(sum(enc.n_tokens[batch].sum() for enc in plan.encs))
             progress_bar.update(len(batch))
             elapsed = max(time.perf_counter() - start, 1e-9)
             progress_bar.set_postfix(tok_s=f"{n_tokens / elapsed:,.0f}")
+    # Before the caller's loop ends (and it saves what it accumulated): every flag read.
+    _check_finite(pending)
 
 
 def _progress(total: int, progress: bool, desc: str):
