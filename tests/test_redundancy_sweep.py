@@ -44,3 +44,30 @@ def test_transfer_probes_score_one_trained_probe_on_every_set(seed):
                 np.mean(y[test] == np.bincount(y["train"]).argmax())
             )
     assert table.control.isna().all()
+
+
+def test_model_redundancy_equals_the_library_calls_it_stands_for():
+    from lmsim.cluster import representatives
+    from lmsim.probe import word_activations
+    from lmsim.redundancy import cluster_cuts, label_ids, probing_sets
+    from lmsim.redundancy_sweep import model_redundancy
+
+    sets = probing_sets("smoke", 30, 10, 10)
+    labels = {"POS": label_ids(sets, "upos")}
+    kw = dict(device="cpu", zoo_profile="smoke")
+    run = model_redundancy(
+        "zoo/mlm-s0", sets, labels, thresholds=[0.5, 0.9], seeds=[0, 1], random_for=[0.9],
+        n_boot=20, extract_kw=kw, epochs=2, device="cpu",
+    )  # fmt: skip
+    X, dims = word_activations("zoo/mlm-s0", [s.words for s in sets["train"]], **kw)
+    assert run["dims"] == dims
+    np.testing.assert_allclose(run["variance"], X.astype(np.float64).var(axis=0), rtol=1e-10)
+    for t, (lab, _) in cluster_cuts(X, [0.5, 0.9]).items():
+        np.testing.assert_array_equal(run["cuts"][t], lab)
+        for s in (0, 1):
+            np.testing.assert_array_equal(run["kept"][s][t], representatives(lab, s))
+    c = run["controls"]
+    # per seed: all neurons, two kept sets, one random subset (at τ = 0.9 only)
+    assert len(c) == 2 * 4 and list(c[c.kind == "random"].key) == [0.9, 0.9]
+    assert all(run["scipy"].values()) and len(run["baseline"]) == 1
+    assert set(run["subsets"].kind) == {"reference", "kept"}
