@@ -455,6 +455,7 @@ LAYERS = [
         "lmsim.subset_controls",
     ],
     ["lmsim.redundancy"],
+    ["lmsim.redundancy_sweep"],
     ["lmsim.reproduce"],
     ["lmsim.cli"],
 ]
