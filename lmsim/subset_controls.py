@@ -162,6 +162,7 @@ def subset_controls(
     reference="none",
     seeds: Sequence[int] = (0, 1, 2),
     n_random: int = 1,
+    random_for: Sequence | None = None,
     groups: Mapping[str, np.ndarray] | None = None,
     n_boot: int = 2000,
     level: float = 0.95,
@@ -190,6 +191,9 @@ def subset_controls(
         ``1000 * seed + draw``) and, with a callable ``columns``, the kept sets.
     n_random : int
         Random subsets per key and seed.
+    random_for : sequence of keys, optional
+        Only these keys get random subsets (the kept sets of every key are still probed);
+        default: every key but ``reference``.
     groups : dict of str to ndarray, optional
         ``{"dev": ..., "test": ...}``: the bootstrap unit of every word (its sentence).
     n_boot, level : int, float
@@ -236,6 +240,8 @@ def subset_controls(
             if key == reference:
                 continue
             runs.append((key, "kept", 0, np.asarray(cols, dtype=np.int64)))
+            if random_for is not None and key not in set(random_for):
+                continue
             for draw in range(int(n_random)):
                 rand = same_size_subset(cols, dims, seed=1000 * int(seed) + draw)
                 runs.append((key, "random", draw, rand))

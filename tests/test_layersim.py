@@ -115,3 +115,43 @@ def test_chosen_pairs_equal_the_joint_pass_where_computed(monkeypatch):
     assert np.isnan(sims["cka"][~computed]).all() and (~computed).any()
     with pytest.raises(ValueError, match="two different names"):
         pairwise_by_model_pairs(models, sentences, metrics, pairs=[["tiny-bert", "nope"]])
+
+
+def _naive_avgcorr(block, cols):
+    """avgcorr_i over the drawn columns cols (with repeats), j != i, by a loop."""
+    out = []
+    for i in range(len(block)):
+        vals = [block[i, j] for j in cols if j != i]
+        out.append(np.mean(vals) if vals else np.nan)
+    return np.array(out)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_avgcorr_bootstrap_equals_a_naive_loop(seed):
+    from lmsim.layersim import avgcorr_bootstrap
+    from lmsim.metrics.localization import mean_to_others
+
+    rng = np.random.default_rng(seed)
+    a, b = rng.random((5, 5)), rng.random((4, 4))
+
+    def stat(av):
+        return av[1][0] - av[0][0]
+
+    est = avgcorr_bootstrap([a, b], stat, n_boot=50, seed=seed)
+    assert est.estimate == pytest.approx(mean_to_others(b)[0] - mean_to_others(a)[0])
+    ref = np.random.default_rng(seed)
+    draws = []
+    for _ in range(50):
+        ca, cb = ref.integers(0, 5, 5), ref.integers(0, 4, 4)
+        value = _naive_avgcorr(b, cb)[0] - _naive_avgcorr(a, ca)[0]
+        if np.isfinite(value):
+            draws.append(value)
+    np.testing.assert_allclose(est.draws, draws, atol=1e-12)
+    assert est.unit == "layers averaged over" and est.n == 9
+
+
+def test_avgcorr_bootstrap_checks_blocks():
+    from lmsim.layersim import avgcorr_bootstrap
+
+    with pytest.raises(ValueError, match="square"):
+        avgcorr_bootstrap([np.ones((2, 3))], lambda av: av[0][0])

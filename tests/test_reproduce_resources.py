@@ -142,10 +142,22 @@ def test_smoke_plan_fits_and_exits_zero(capsys):
 
 
 def test_paper_plan_names_the_page_and_the_parameter(capsys):
-    assert reproduce.main(["--root", str(ROOT), "--profile", "paper", "--plan"]) == 1
+    small = ["--machine", "gpu_memory_gb=4", "--only", "thesis2022_redundancy"]
+    assert reproduce.main(["--root", str(ROOT), "--profile", "paper", "--plan", *small]) == 1
     err = capsys.readouterr().err
     assert "thesis2022_redundancy/01_layer_similarity: gpu" in err
-    assert "change `models`" in err
+    assert "change `pairs`" in err
+
+
+def test_thesis_paper_plan_fits_the_default_machine(capsys):
+    # issue 29: one pass per teacher-student pair (not one joint co-moment of 81,408
+    # features) and one model's activations at a time on the probing page.
+    args = ["--root", str(ROOT), "--profile", "paper", "--plan", "--only", "thesis2022_redundancy"]
+    assert reproduce.main(args) == 0
+    estimates = {e.page: e for e in plan_resources(_runs("paper"), Machine())}
+    page01 = estimates["thesis2022_redundancy/01_layer_similarity"]
+    assert page01.gpu < 10 * GB and page01.disk_cache == 0
+    assert estimates["thesis2022_redundancy/02_redundancy_probes"].ram < 32 * GB
 
 
 def test_paper_plan_fits_a_machine_large_enough(capsys):

@@ -461,6 +461,7 @@ LAYERS = [
         "lmsim.subset_controls",
     ],
     ["lmsim.redundancy"],
+    ["lmsim.redundancy_sweep"],
     ["lmsim.reproduce"],
     ["lmsim.cli"],
 ]

@@ -128,3 +128,15 @@ def test_subset_controls_draws_kept_sets_per_seed_and_checks_inputs():
         subset_controls(X, y, {"k": [1]}, DIMS, n_classes=3, n_boot=50, device="cpu", epochs=1)
     with pytest.raises(ValueError, match="`dims` describes"):
         subset_controls(X, y, columns, {"a": 3}, n_classes=3, device="cpu")
+
+
+def test_random_for_draws_random_subsets_only_at_the_keys_given():
+    X, y = toy_task(2)
+    columns = {"none": np.arange(18), 0.5: np.array([0, 6, 7, 12]), 0.9: np.array([0, 12])}
+    table = subset_controls(
+        X, y, columns, DIMS, n_classes=3, seeds=(0,), n_random=2, random_for=[0.9],
+        n_boot=50, device="cpu", epochs=2,
+    )  # fmt: skip
+    rand = table[table.kind == "random"]
+    assert list(rand.key) == [0.9, 0.9]
+    assert set(table[table.kind == "kept"].key) == {0.5, 0.9}

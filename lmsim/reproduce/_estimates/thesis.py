@@ -28,51 +28,64 @@ from lmsim.reproduce._resources import (
 
 
 def redundancy_similarity(params: Mapping, machine: Machine) -> Estimate:
-    """Thesis page 01: one joint word-moments pass over every hidden state of every model
-    (``layers="all"``, default shards of 256 sentences, cached), then CKA of all pairs."""
-    est = Estimate("", knobs={"gpu": "models", "disk": "models", "ram": "models"})
+    """Thesis page 01: one word-moments pass per teacher-student pair and one per model in
+    no pair (``lmsim.layersim.pairwise_by_model_pairs`` with ``pairs``), every hidden state
+    of the models of the pass; shards cached unless ``cache_pairs`` is false. Peaks: the
+    largest pass; time and cache: all passes."""
+    est = Estimate("", knobs={"gpu": "pairs", "disk": "cache_pairs", "ram": "pairs"})
     _fetch_models(est, params["models"])
     _fetch_data(est, (params.get("treebanks") or {}).values())
-    models = _word_models(params, params["models"])
+    models = {m[0]: m for m in _word_models(params, params["models"])}
+    paired = [tuple(p) for p in params.get("pairs") or []]
+    passes = paired + [(m,) for m in models if not any(m in p for p in paired)]
     n = params["n_sentences"]
     words = _treebank_words(params, n)
-    p = Pass(models, n, words, words / n * TOKENS_PER_WORD + 2, params["batch_size"])
-    moments_pass(est, p, params, machine, "word moments of all layers")
-    width = sum(w for _, _, w in models)
-    est.peak("ram", BASE_RAM + moments_bytes(width), "the joint moments on the host for CKA")
+    cache = bool(params.get("cache_pairs", True))
+    widest = max(passes, key=lambda ms: sum(models[m][2] for m in ms))
+    for names in passes:
+        sub = est if names == widest else Estimate("")
+        label = f"word moments of all layers, largest of {len(passes)} passes ({' + '.join(names)})"
+        p = Pass([models[m] for m in names], n, words, words / n * TOKENS_PER_WORD + 2, params["batch_size"], cache=cache)  # fmt: skip
+        moments_pass(sub, p, params, machine, label)
+        if sub is not est:
+            est.seconds += sub.seconds
+            est.disk_cache += sub.disk_cache
+    width = sum(models[m][2] for m in widest)
+    est.peak(
+        "ram", BASE_RAM + moments_bytes(width), "the largest pass's moments on the host for CKA"
+    )
     return est
 
 
 def redundancy_probes(params: Mapping, machine: Machine) -> Estimate:
-    """Thesis page 02: word activations (float32) of every model on train / dev / test,
-    all held; per model a correlation clustering from its float64 moments and probes on
-    the GPU; the largest float64 copy is one model's training activations."""
+    """Thesis page 02: one model at a time (``lmsim.redundancy_sweep.model_redundancy``):
+    its word activations (float32) on train / dev / test, a correlation clustering from
+    float64 moments, the probes on the GPU, scipy's dense check on ``scipy_rows`` words;
+    then only tables are kept."""
     est = Estimate("", knobs={"ram": "n_train", "gpu": "n_train"})
     _fetch_models(est, params["models"])
     _fetch_data(est, (params.get("treebanks") or {}).values())
     models = _word_models(params, params["models"])
-    zoo = params.get("zoo_profile", "default")
-    del zoo
     n_train = _treebank_words(params, params["n_train"])
     n_all = (
         n_train
         + _treebank_words(params, params["n_dev"])
         + params["n_test"] * WORDS_PER_SENTENCE["pud"]
     )
-    width = sum(w for _, _, w in models)
     widest = max(w for _, _, w in models)
-    acts = n_all * width * 4.0
-    copy = n_train * widest * 8.0
+    acts = n_all * widest * 4.0
+    rows = min(n_train, params.get("scipy_rows", 20_000))
+    scipy = 2 * 8.0 * rows * widest + 2 * 8.0 * widest**2
     est.peak(
         "ram",
-        BASE_RAM + acts + copy + moments_bytes(widest),
-        f"word activations of {len(models)} models: {n_all:,.0f} words x {width:,} neurons float32 ({acts / GB:,.0f} GB) + one model's float64 copy ({copy / GB:,.0f} GB)",
+        BASE_RAM + acts + max(scipy, moments_bytes(widest)),
+        f"one model's word activations: {n_all:,.0f} words x {widest:,} neurons float32 ({acts / GB:,.0f} GB) + scipy's dense check on {rows:,.0f} words ({scipy / GB:,.1f} GB)",
     )
     if _on_gpu(params, machine):
         est.peak(
             "gpu",
-            BASE_GPU + n_train * widest * 4.0 * 2,
-            "one model's training activations (and a standardised copy) for the probes",
+            BASE_GPU + acts + n_train * widest * 4.0,
+            "one model's activations of every split (and a standardised copy of train) for a probe",
         )
     dtype = _dtype(params.get("dtype"), params.get("device", "auto"))
     T = round(
@@ -82,8 +95,10 @@ def redundancy_probes(params: Mapping, machine: Machine) -> Estimate:
     est.seconds += sum(forward_flops(s, n_sent * T, T) for _, s, _ in models) / machine.flops_per_s(
         dtype
     )
+    n_taus = len(params.get("thresholds", []))
+    n_random = len(params.get("random_for") or params.get("thresholds", []))
     n_probes = len(params.get("tasks", ["POS", "DEP"])) * (
-        2 + len(params.get("thresholds", [])) * 3
+        len(params.get("seeds", [0])) * (1 + n_taus + n_random) + 2 + 6
     )
     probe = n_probes * params["epochs"] * n_train * widest * 50 * 6
     est.seconds += len(models) * probe / machine.flops_per_s("float32", training=True)

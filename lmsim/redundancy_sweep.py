@@ -1,0 +1,239 @@
+"""The redundancy chapter's per-model runs: one model's activations at a time, small tables out.
+
+The probing page (2022 thesis, Sec. 3-4) clusters every neuron of a model, probes the kept
+neurons at every τ and compares them with all neurons and with random subsets. Holding the
+word activations of all ten thesis models at once takes 84 GB (258k words x 81,408 neurons,
+float32); :func:`model_redundancy` extracts one model, computes everything the page reports
+about it and returns only tables (kept counts, accuracies, intervals), so the page's host
+memory is one model's activations. :func:`transfer_probes` does the same for the
+cross-lingual page, training each probe once and scoring it on every transfer set.
+
+References
+----------
+"Distillation and redundancy in language models" (master's thesis, 2022), Sec. 3.2-3.3,
+Fig. 5.3-5.4, Table 5.1; Dalvi et al. (2020), Sec. 3; Hewitt & Liang (2019).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from lmsim.cluster import representatives
+from lmsim.probe import train_probe, word_activations
+from lmsim.redundancy import cluster_cuts, layer_subsets, probe_sweep, scipy_agreement
+from lmsim.subset_controls import subset_controls
+
+__all__ = ["sentence_groups", "model_redundancy", "transfer_probes"]
+
+_SPLITS = ("train", "dev", "test")
+
+
+def sentence_groups(sentences: Sequence) -> np.ndarray:
+    """The sentence index of every word, words in sentence order (the bootstrap unit).
+
+    Returns
+    -------
+    ndarray of int64, shape (n_words,)
+    """
+    return np.repeat(np.arange(len(sentences)), [len(s.words) for s in sentences])
+
+
+def _activations(model, sets, layers, extract_kw) -> tuple[dict, dict]:
+    out = {}
+    for split, sentences in sets.items():
+        out[split], dims = word_activations(
+            model, [s.words for s in sentences], layers=layers, **extract_kw
+        )
+    return out, dims
+
+
+def model_redundancy(
+    model: str,
+    sets: Mapping[str, Sequence],
+    labels: Mapping[str, tuple[Mapping[str, np.ndarray], list]],
+    *,
+    thresholds: Sequence[float],
+    seeds: Sequence[int] = (0, 1, 2),
+    random_for: Sequence[float] | None = None,
+    n_boot: int = 1000,
+    scipy_rows: int = 20_000,
+    extract_kw: Mapping | None = None,
+    **probe_kwargs,
+) -> dict:
+    """Everything the probing page reports about one model, its activations dropped after.
+
+    Parameters
+    ----------
+    model : str
+        A name :func:`lmsim.models.load_model` knows.
+    sets : dict of str to list of sentences
+        ``"train"``, ``"dev"``, ``"test"`` (:func:`lmsim.redundancy.probing_sets`).
+    labels : dict of str to (y, names)
+        Per task, :func:`lmsim.redundancy.label_ids`' output on ``sets``.
+    thresholds : sequence of float
+        Clustering cuts τ.
+    seeds : sequence of int
+        Probe seeds; seed ``s`` also draws the representatives of every cluster
+        (:func:`lmsim.cluster.representatives` with ``s``).
+    random_for : sequence of float, optional
+        The τ whose kept sets get a random subset of the same size per layer (default all).
+    n_boot : int
+        Resamples of test / dev sentences behind every paired interval.
+    scipy_rows : int
+        Training words of the check against scipy's dense pipeline
+        (:func:`lmsim.redundancy.scipy_agreement`).
+    extract_kw : dict, optional
+        :func:`lmsim.probe.word_activations` options (``subword``, ``batch_size``, ...).
+    **probe_kwargs
+        :func:`lmsim.probe.train_probe` options (``epochs``, ``lr``, ``tol``, ...).
+
+    Returns
+    -------
+    dict
+        ``dims`` ({block: width}); ``cuts`` ({τ: cluster labels of every neuron}); ``kept``
+        ({seed: {τ: kept columns}}); ``controls`` (:func:`lmsim.subset_controls.subset_controls`
+        rows of every task, ``task`` column); ``baseline`` (all neurons at the first seed
+        with the control task, per task); ``subsets`` (the thesis's layer subsets against
+        all neurons at the first seed, paired intervals over test sentences); ``variance``
+        (per neuron, training words); ``scipy`` ({τ: same partition as scipy}); ``seconds``.
+    """
+    seeds = [int(s) for s in seeds]
+    seconds: dict[str, float] = {}
+    start = time.perf_counter()
+    X, dims = _activations(model, sets, "all", dict(extract_kw or {}))
+    seconds["extract"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    cuts = {t: lab for t, (lab, _) in cluster_cuts(X["train"], thresholds).items()}
+    seconds["cluster"] = time.perf_counter() - start
+    n = X["train"].shape[1]
+    kept = {s: {t: representatives(lab, s) for t, lab in cuts.items()} for s in seeds}
+
+    def columns(seed):
+        return {"none": np.arange(n)} | kept[int(seed)]
+
+    groups = {k: sentence_groups(sets[k]) for k in ("dev", "test")}
+    words = {k: [w for s in sets[k] for w in s.words] for k in _SPLITS}
+    common = dict(groups=groups, n_boot=n_boot, **probe_kwargs)
+    controls, baseline, subsets = [], [], []
+    start = time.perf_counter()
+    for task, (y, names) in labels.items():
+        table = subset_controls(
+            X, y, columns, dims, n_classes=len(names), seeds=seeds, random_for=random_for,
+            **common,
+        )  # fmt: skip
+        controls.append(table.assign(task=task))
+        base = probe_sweep(
+            X, y, {"none": np.arange(n)}, n_classes=len(names), words=words,
+            control_for=["none"], seed=seeds[0], **probe_kwargs,
+        )  # fmt: skip
+        baseline.append(base.assign(task=task))
+    seconds["probes (τ, seeds, random subsets)"] = time.perf_counter() - start
+    start = time.perf_counter()
+    for task, (y, names) in labels.items():
+        table = subset_controls(
+            X, y, layer_subsets(dims), dims, n_classes=len(names), reference="all",
+            seeds=seeds[:1], n_random=0, **common,
+        )  # fmt: skip
+        subsets.append(table.assign(task=task))
+    seconds["probes (layer subsets)"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    variance = np.concatenate(
+        [
+            np.asarray(X["train"][:, j : j + 1024], dtype=np.float64).var(axis=0)
+            for j in range(0, n, 1024)
+        ]
+    )  # column blocks: never a float64 copy of all training activations
+    scipy = scipy_agreement(X["train"], thresholds, max_rows=scipy_rows)
+    seconds["scipy check"] = time.perf_counter() - start
+    return dict(
+        dims=dims,
+        cuts=cuts,
+        kept=kept,
+        controls=pd.concat(controls, ignore_index=True).assign(model=model),
+        baseline=pd.concat(baseline, ignore_index=True).assign(model=model),
+        subsets=pd.concat(subsets, ignore_index=True).assign(model=model),
+        variance=variance,
+        scipy=scipy,
+        seconds=seconds,
+    )
+
+
+def transfer_probes(
+    X: Mapping[str, np.ndarray],
+    y: Mapping[str, np.ndarray],
+    columns: Mapping,
+    tests: Sequence[str],
+    *,
+    n_classes: int,
+    words: Mapping[str, Sequence[str]] | None = None,
+    **probe_kwargs,
+) -> tuple[pd.DataFrame, dict]:
+    """One probe per column set, trained once on ``"train"``, scored on every test set.
+
+    Parameters
+    ----------
+    X, y : dict of str to ndarray
+        Activations (n_words, n_neurons) and integer labels of ``"train"``, ``"dev"`` and
+        every name in ``tests``.
+    columns : mapping of key to ndarray of int
+        Neurons each probe sees (``"none"``: all).
+    tests : sequence of str
+        The splits to score on (held-out English and the transfer sets).
+    n_classes : int
+    words : dict of str to sequence of str, optional
+        With it, the probe on the first key also trains a control task (Hewitt & Liang),
+        scored on every test set.
+    **probe_kwargs
+        :func:`lmsim.probe.train_probe` options.
+
+    Returns
+    -------
+    table : DataFrame
+        One row per (key, test set): ``n_neurons``, ``train``, ``dev``, ``test`` accuracy,
+        ``majority`` (the training majority class on the test set), ``control`` (first key
+        only, else NaN), ``epochs_run``, ``converged``.
+    correct : dict of (key, test set) to ndarray of bool
+        Per-word correctness, for paired intervals over sentences.
+    """
+    classes = np.arange(int(n_classes))
+    majority = np.bincount(y["train"], minlength=n_classes).argmax()
+    rows, correct = [], {}
+    for i, (key, cols) in enumerate(columns.items()):
+        cols = np.asarray(cols, dtype=np.int64)
+        r = train_probe(
+            X["train"][:, cols], y["train"], X["dev"][:, cols], y["dev"], classes=classes,
+            **probe_kwargs,
+        )  # fmt: skip
+        control = None
+        if words is not None and i == 0:
+            control = _control_probe(X, y, cols, classes, words, tests, probe_kwargs)
+        for test in tests:
+            correct[key, test] = r.predict(X[test][:, cols]) == y[test]
+            rows.append(
+                dict(
+                    key=key, test_set=test, n_neurons=cols.size, train=r.accuracy["train"],
+                    dev=r.accuracy["dev"], test=float(correct[key, test].mean()),
+                    majority=float(np.mean(y[test] == majority)),
+                    control=np.nan if control is None else control[test],
+                    epochs_run=r.n_epochs, converged=r.converged,
+                )
+            )  # fmt: skip
+    return pd.DataFrame(rows), correct
+
+
+def _control_probe(X, y, cols, classes, words, tests, probe_kwargs) -> dict[str, float]:
+    """The control task's accuracy on every test set (one probe, scored per set)."""
+    out = {}
+    for test in tests:
+        r = train_probe(
+            X["train"][:, cols], y["train"], X[test][:, cols], y[test], classes=classes,
+            words_train=words["train"], words_dev=words[test], **probe_kwargs,
+        )  # fmt: skip
+        out[test] = r.control_accuracy["dev"]
+    return out

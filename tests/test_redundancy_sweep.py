@@ -1,0 +1,73 @@
+"""The redundancy chapter's per-model runs against the library calls they stand for."""
+
+import numpy as np
+import pytest
+
+from lmsim.probe import train_probe
+from lmsim.redundancy import LabelledSentence
+from lmsim.redundancy_sweep import sentence_groups, transfer_probes
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def test_sentence_groups_number_the_words_of_each_sentence():
+    sents = [LabelledSentence(words=w) for w in (["a", "b"], ["c"], ["d", "e", "f"])]
+    assert sentence_groups(sents).tolist() == [0, 0, 1, 2, 2, 2]
+
+
+def _task(seed, n=240, d=8):
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 3, n)
+    X = rng.standard_normal((n, d)) + np.eye(d)[y] * 2.0
+    return X.astype(np.float32), y
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_transfer_probes_score_one_trained_probe_on_every_set(seed):
+    parts = {k: _task(seed + i) for i, k in enumerate(("train", "dev", "en", "fr"))}
+    X = {k: v[0] for k, v in parts.items()}
+    y = {k: v[1] for k, v in parts.items()}
+    columns = {"none": np.arange(8), 0.5: np.array([0, 1, 2])}
+    kw = dict(epochs=3, lr=1e-2, seed=seed, device="cpu")
+    table, correct = transfer_probes(X, y, columns, ["en", "fr"], n_classes=3, **kw)
+    assert len(table) == 4 and set(correct) == {(k, t) for k in columns for t in ("en", "fr")}
+    for key, cols in columns.items():
+        r = train_probe(
+            X["train"][:, cols], y["train"], X["dev"][:, cols], y["dev"], classes=np.arange(3), **kw
+        )
+        for test in ("en", "fr"):
+            expect = r.predict(X[test][:, cols]) == y[test]
+            np.testing.assert_array_equal(correct[key, test], expect)
+            row = table[(table.key == key) & (table.test_set == test)].iloc[0]
+            assert row.test == pytest.approx(expect.mean())
+            assert row.majority == pytest.approx(
+                np.mean(y[test] == np.bincount(y["train"]).argmax())
+            )
+    assert table.control.isna().all()
+
+
+def test_model_redundancy_equals_the_library_calls_it_stands_for():
+    from lmsim.cluster import representatives
+    from lmsim.probe import word_activations
+    from lmsim.redundancy import cluster_cuts, label_ids, probing_sets
+    from lmsim.redundancy_sweep import model_redundancy
+
+    sets = probing_sets("smoke", 30, 10, 10)
+    labels = {"POS": label_ids(sets, "upos")}
+    kw = dict(device="cpu", zoo_profile="smoke")
+    run = model_redundancy(
+        "zoo/mlm-s0", sets, labels, thresholds=[0.5, 0.9], seeds=[0, 1], random_for=[0.9],
+        n_boot=20, extract_kw=kw, epochs=2, device="cpu",
+    )  # fmt: skip
+    X, dims = word_activations("zoo/mlm-s0", [s.words for s in sets["train"]], **kw)
+    assert run["dims"] == dims
+    np.testing.assert_allclose(run["variance"], X.astype(np.float64).var(axis=0), rtol=1e-10)
+    for t, (lab, _) in cluster_cuts(X, [0.5, 0.9]).items():
+        np.testing.assert_array_equal(run["cuts"][t], lab)
+        for s in (0, 1):
+            np.testing.assert_array_equal(run["kept"][s][t], representatives(lab, s))
+    c = run["controls"]
+    # per seed: all neurons, two kept sets, one random subset (at τ = 0.9 only)
+    assert len(c) == 2 * 4 and list(c[c.kind == "random"].key) == [0.9, 0.9]
+    assert all(run["scipy"].values()) and len(run["baseline"]) == 1
+    assert set(run["subsets"].kind) == {"reference", "kept"}
