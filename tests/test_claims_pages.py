@@ -18,8 +18,6 @@ BOOK = REPO / "book"
 # a named unit, a rule, the verdict it implies). Each chapter's issue of this round
 # converts its pages and deletes them here: the list only shrinks.
 NOT_CONVERTED = {
-    "zhang2022_lmd/01_decomposition",
-    "zhang2022_lmd/02_beyond_the_paper",
     "jin2023_regmean/01_merging",
 }
 _FOLDED = ("parameters", "injected-parameters")

@@ -74,7 +74,8 @@ The package, by concern: :mod:`~lmsim.lmd._paper` (the published tables),
 on a basis), :mod:`~lmsim.lmd._loo` (all leave-one-out fits from one inverse),
 :mod:`~lmsim.lmd._decompose` (:func:`decompose`, :func:`r2`, :func:`r2_vs_basis_size`),
 :mod:`~lmsim.lmd._layers` (layer by layer), :mod:`~lmsim.lmd._bootstrap` and
-:mod:`~lmsim.lmd._overfit` (R² against n_train, the over-fitting-corrected R²).
+:mod:`~lmsim.lmd._overfit` (R² against n_train, the over-fitting-corrected R²) and
+:mod:`~lmsim.lmd._evidence` (claim estimates with their intervals over test shards).
 
 References
 ----------
@@ -92,6 +93,7 @@ from lmsim.lmd._authors import (
 )
 from lmsim.lmd._bootstrap import BootstrapResult, _ShardPool, bootstrap  # noqa: F401
 from lmsim.lmd._decompose import Decomposition, decompose, r2, r2_vs_basis_size
+from lmsim.lmd._evidence import View, bootstrap_estimate, lowest_margin, replicate_views
 from lmsim.lmd._layers import decompose_layers, layer_blocks, r2_table
 from lmsim.lmd._loo import _spd_inverse  # noqa: F401
 from lmsim.lmd._overfit import (
@@ -126,6 +128,10 @@ __all__ = [
     "r2_table",
     "layer_blocks",
     "debias_r2",
+    "View",
+    "bootstrap_estimate",
+    "lowest_margin",
+    "replicate_views",
     "extrapolate_r2",
     "learning_curve",
     "overfit_table",

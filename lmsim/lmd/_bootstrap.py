@@ -95,7 +95,12 @@ class _ShardPool:
             )
         self.counts = torch.tensor([m.n for m in moms], dtype=torch.float64, device=device)
         self.means = torch.stack([m.mean(blocks).to(device) for m in moms])
-        comoments = [m.comoment(blocks).to(device) for m in moms]
+        # All blocks in their order: the shard's own co-moment, not a gathered copy (a
+        # pool of paper-size shards would otherwise hold every co-moment twice).
+        whole = [list(m.names) == list(blocks) for m in moms]
+        comoments = [
+            (m._comoment if w else m.comoment(blocks)).to(device) for m, w in zip(moms, whole)
+        ]
         dim = self.means.shape[1]
         if len(moms) * dim * dim * 8 <= self.stack_limit_bytes:
             self.comoments: torch.Tensor | list[torch.Tensor] = torch.stack(comoments)

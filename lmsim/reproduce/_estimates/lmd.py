@@ -21,8 +21,12 @@ from lmsim.reproduce._resources import (
 
 def lmd_decomposition(params: Mapping, machine: Machine) -> Estimate:
     """Zhang et al. page 01: last-layer mean-pooled moments of each group at each T, train
-    and test, shards kept (``return_shards``) and cached; the appendix corpus too."""
-    est = Estimate("", knobs={"gpu": "shard_size", "disk": "shard_size", "ram": "max_docs"})
+    and test, shards kept (``return_shards``: ``shard_size`` train, ``test_shard_size`` test)
+    and cached unless ``cache_shards`` is false; the appendix corpus too."""
+    est = Estimate("", knobs={"gpu": "shard_size", "disk": "cache_shards", "ram": "max_docs"})
+    cache = bool(params.get("cache_shards", True))
+    shard = {"train": params["shard_size"]}
+    shard["test"] = params.get("test_shard_size") or params["shard_size"]
     _fetch_models(est, [m for g in params["groups"].values() for m in g])
     _fetch_data(est, [*params.get("corpora", []), *params.get("appendix_corpora", [])])
     zoo = params.get("zoo_profile", "default")
@@ -35,7 +39,7 @@ def lmd_decomposition(params: Mapping, machine: Machine) -> Estimate:
         for g in groups:
             models = [(m, _shape(m, zoo), _shape(m, zoo).hidden) for m in params["groups"][g]]
             for T in params["seq_lens"][g]:
-                for n in (_per(n_train, g), _per(n_test, g)):
+                for split, n in (("train", _per(n_train, g)), ("test", _per(n_test, g))):
                     tokens = T if pad else 0.8 * T  # chunks of T reference tokens, re-tokenised
                     p = Pass(
                         models,
@@ -43,7 +47,8 @@ def lmd_decomposition(params: Mapping, machine: Machine) -> Estimate:
                         n,
                         tokens,
                         params["batch_size"],
-                        params["shard_size"],
+                        shard[split],
+                        cache=cache,
                         return_shards=True,
                     )
                     moments_pass(
@@ -62,8 +67,11 @@ def lmd_decomposition(params: Mapping, machine: Machine) -> Estimate:
 
 def lmd_beyond(params: Mapping, machine: Machine) -> Estimate:
     """Zhang et al. page 02: page 01's last-layer moments at one T (a cache hit when 01 ran
-    with the same sizes), then one pass over the layers at each depth, one shard each."""
-    est = Estimate("", knobs={"gpu": "depths", "disk": "shard_size", "ram": "max_docs"})
+    with the same sizes and cached them), then one pass over the layers at each depth: the
+    train set in one shard, the test set in ``test_shard_size`` shards, all of them held."""
+    est = Estimate("", knobs={"gpu": "depths", "disk": "cache_shards", "ram": "max_docs"})
+    cache = bool(params.get("cache_shards", True))
+    test_shard = params.get("test_shard_size") or params["shard_size"]
     _fetch_models(est, params["models"])
     _fetch_data(est, params.get("corpora", []))
     zoo = params.get("zoo_profile", "default")
@@ -71,19 +79,20 @@ def lmd_beyond(params: Mapping, machine: Machine) -> Estimate:
     tokens = T if params.get("paper_compat_padding") else 0.8 * T
     last = [(m, _shape(m, zoo), _shape(m, zoo).hidden) for m in params["models"]]
     depth = [(m, s, len(params["depths"]) * s.hidden) for m, s, _ in last]
-    for n in (params["n_train"], params["n_test"]):
+    for n, shard, depth_shard in (
+        (params["n_train"], params["shard_size"], params["n_train"]),
+        (params["n_test"], test_shard, test_shard),
+    ):
         moments_pass(
             est,
-            Pass(
-                last, n, n, tokens, params["batch_size"], params["shard_size"], return_shards=True
-            ),
+            Pass(last, n, n, tokens, params["batch_size"], shard, cache, return_shards=True),
             params,
             machine,
             f"last layer, {n:,} sequences",
         )
         moments_pass(
             est,
-            Pass(depth, n, n, tokens, params["batch_size"], n),
+            Pass(depth, n, n, tokens, params["batch_size"], depth_shard, cache, True),
             params,
             machine,
             f"{len(params['depths'])} depths, {n:,} sequences",
