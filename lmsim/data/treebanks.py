@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lmsim._io import read_utf8
+from lmsim.data._hub import hub_datasets
 
 
 @dataclass
@@ -109,7 +110,7 @@ def _hf_treebank(spec: str, split: str) -> list[Sentence]:
         )
     dataset, config = parts[1], parts[2]
     try:
-        import datasets
+        datasets = hub_datasets()
     except ImportError as err:
         raise ImportError(
             f"{spec!r} needs Hugging Face `datasets` (`pip install -e .[paper]`); offline, "
