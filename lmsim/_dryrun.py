@@ -21,15 +21,18 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["DRY_RUN_ENV", "dry_run", "DRY_RUN_NOTE"]
+__all__ = ["DRY_RUN_ENV", "DEPTH_SCALE", "dry_run", "DRY_RUN_NOTE"]
 
 DRY_RUN_ENV = "LMSIM_DRY_RUN"
+# A stand-in has the hub model's depth divided by this (BERT-base 12 -> 4 layers); a page's
+# layer counts (frozen layers) are scaled alike.
+DEPTH_SCALE = 3
 
 DRY_RUN_NOTE = (
-    "DRY RUN: every Hugging Face model on this page is a tiny random stand-in of the same "
-    "architecture class, every hub dataset a small generated set with the real schema, and "
-    "the sizes are scaled down (python -m lmsim.reproduce --dry-run). It checks that the "
-    "paper profile's code paths run; its numbers and verdicts mean nothing."
+    "DRY RUN: every Hugging Face model is a tiny random stand-in of its architecture class, "
+    "every hub dataset a small generated set with its schema, and the sizes are scaled down "
+    "(python -m lmsim.reproduce --dry-run). This checks that the profile's code paths run; "
+    "its numbers and verdicts mean nothing."
 )
 
 

@@ -21,7 +21,7 @@ import numpy as np
 from lmsim.data.smoke import generate_smoke_sentences
 
 # Rows per split: train, validation, test; a text corpus has `corpus` rows in its one split.
-SIZES = {"train": 64, "validation": 32, "test": 32, "corpus": 400}
+SIZES = {"train": 64, "validation": 32, "test": 32, "corpus": 1000}
 
 # Universal Dependencies' UPOS ClassLabel, in the hub's id order.
 UD_UPOS = (
@@ -145,9 +145,9 @@ def _corpus(path: str, config: str | None) -> Dataset:
     n = SIZES["corpus"]
     if path.split("/")[-1] == "bookcorpus":  # one sentence a row
         return Dataset({"text": _texts(n, path, config)})
-    # Wikipedia-like: an article of a few sentences a row
-    sentences = _texts(4 * n, path, config)
-    texts = [" ".join(sentences[4 * i : 4 * i + 4]) for i in range(n)]
+    # Wikipedia-like: an article of ten sentences a row
+    sentences = _texts(10 * n, path, config)
+    texts = [" ".join(sentences[10 * i : 10 * i + 10]) for i in range(n)]
     columns = {"id": [str(i) for i in range(n)], "title": [f"Article {i}" for i in range(n)]}
     if "wikipedia" in path:
         columns["url"] = [f"https://en.wikipedia.org/wiki?curid={i}" for i in range(n)]

@@ -14,6 +14,7 @@ truncation follows the same path as the real run.
 
 from __future__ import annotations
 
+import functools
 import re
 import zlib
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import torch
 
+from lmsim._dryrun import DEPTH_SCALE
 from lmsim._runtime import quiet_transformers
 from lmsim.models._builds import _atomic_build
 
@@ -59,9 +61,10 @@ _PATTERNS: tuple[tuple[str, StandIn], ...] = (
     ("bert", StandIn("bert", "wordpiece", 512)),
 )
 
-# Tiny sizes: (layers, width); a "large" (or "medium") id is deeper and wider, a distilled one shallower,
-# as the hub models relate (BERT-large 24 x 1024, base 12 x 768, DistilBERT 6 x 768).
-_BASE, _LARGE, _DISTIL = (4, 32), (8, 48), (2, 32)
+# Tiny sizes: (layers, width). The depth is the hub model's divided by DEPTH_SCALE (BERT-large
+# 24 -> 8, base 12 -> 4, DistilBERT 6 -> 2), so a layer index of a page (frozen layers) is
+# scaled by it too (lmsim.reproduce._dryrun); the width is 32 (48 for large and medium).
+_BASE, _LARGE, _DISTIL = (12 // DEPTH_SCALE, 32), (24 // DEPTH_SCALE, 48), (6 // DEPTH_SCALE, 32)
 _HEADS = 4
 
 # Tokenizer kinds: special tokens (the hub's names), template, lower-casing, model.
@@ -158,8 +161,11 @@ def _lowercase(name: str, kind: str) -> bool:
     return bool(_TOKENIZERS[kind].get("lowercase")) or "uncased" in last
 
 
+@functools.lru_cache(maxsize=32)
 def _build_tokenizer(kind: str, lowercase: bool, max_length: int | None):
-    """An offline tokenizer of ``kind`` trained in memory on generated sentences."""
+    """An offline tokenizer of ``kind`` trained in memory on generated sentences (one per
+    kind, casing and length: stand-ins of one family share it, as fine-tuned copies share
+    their base's; treat it as read-only)."""
     from tokenizers import (
         Tokenizer,
         decoders,

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from lmsim._dryrun import DRY_RUN_ENV
+from lmsim._dryrun import DEPTH_SCALE, DRY_RUN_ENV
+from lmsim.reproduce._parameters import declared_parameters
 from lmsim.reproduce._plan import NotebookRun
 
 # Hub and dataset switches: nothing may be downloaded during a dry run.
@@ -49,14 +50,14 @@ TINY: dict[str, Any] = {
     "n_sentences": 24,
     "n_attn_sentences": 12,
     "n_pos_sentences": 50,
-    "max_docs": 200,
-    "n_train": lambda v: {k: 96 for k in v} if isinstance(v, dict) else 32,
-    "n_test": lambda v: {k: 32 for k in v} if isinstance(v, dict) else (16 if v else 0),
+    "max_docs": 1000,
+    "n_train": lambda v: {k: 48 for k in v} if isinstance(v, dict) else 32,
+    "n_test": lambda v: {k: 16 for k in v} if isinstance(v, dict) else (16 if v else 0),
     "n_dev": 12,
     "n_transfer": 16,
     "seq_lens": lambda v: {k: _ends(ts) for k, ts in v.items()},
-    "appendix_sizes": [64, 32],
-    "shard_size": 16,
+    "appendix_sizes": [48, 16],
+    "shard_size": 8,  # at least two test shards for the shard bootstrap
     "batch_size": 8,
     # training
     "zoo_profile": "smoke",  # the zoo's `gpu` build trains 20,000 steps of a 512-wide model
@@ -66,6 +67,7 @@ TINY: dict[str, Any] = {
     "head_steps": 4,
     "epochs": lambda v: 1.0 if isinstance(v, float) else 1,
     "epochs_by_model": lambda v: {k: 1.0 for k in v},
+    "ft_frozen": lambda v: sorted({max(1, int(k) // DEPTH_SCALE) for k in v}),  # layer counts
     "n_ft_train": 32,
     "n_ft_test": 16,
     "ft_max_length": 32,
@@ -78,7 +80,6 @@ TINY: dict[str, Any] = {
     "n_cka": 16,
     "threads": lambda v: 1 if v else v,
     # analyses
-    "n_boot": 10,
     "top_n": 60,
     "ica_dim": 8,
     "ica_iters": 100,
@@ -86,13 +87,29 @@ TINY: dict[str, Any] = {
 }
 
 
-def dry_run_parameters(parameters: Mapping[str, Any]) -> dict[str, Any]:
-    """``parameters`` (a page's profile values) with every size of :data:`TINY` scaled down."""
+# Resampling counts, set wherever a page declares them (the profile's value or the page's
+# own default): the intervals of a dry run mean nothing, their code paths are what is run.
+RESAMPLES: dict[str, int] = {
+    "n_boot": 20,
+    "n_boot_attn": 20,
+    "n_floor_draws": 3,
+    "n_perm": 20,
+    "n_null_draws": 5,
+    "n_splits": 4,
+}
+
+
+def dry_run_parameters(
+    parameters: Mapping[str, Any], declared: Sequence[str] = ()
+) -> dict[str, Any]:
+    """``parameters`` (a page's profile values) with every size of :data:`TINY` scaled down,
+    and every resampling count of :data:`RESAMPLES` the page ``declared`` set."""
     out = dict(parameters)
     for key, value in parameters.items():
         if key in TINY:
             tiny = TINY[key]
             out[key] = tiny(value) if callable(tiny) else tiny
+    out.update({key: n for key, n in RESAMPLES.items() if key in declared})
     return out
 
 
@@ -103,7 +120,7 @@ def dry_run_runs(runs: list[NotebookRun], root: Path, output_dir: Path | None) -
         dataclasses.replace(
             run,
             output=out_root / run.slug / f"{run.name}.ipynb",
-            parameters=dry_run_parameters(run.parameters),
+            parameters=dry_run_parameters(run.parameters, declared_parameters(run.source)),
         )
         for run in runs
     ]
