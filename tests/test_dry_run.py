@@ -86,7 +86,7 @@ def test_every_paper_model_has_a_stand_in_of_its_class():
     for name, cls in HUB_CLASSES.items():
         config = standin_config(name)
         assert type(config).__name__ == cls, name
-        assert config.to_dict().get("hidden_size", config.to_dict().get("d_model", 0)) <= 64
+        assert config.hidden_size <= 64 and config.num_hidden_layers <= 8
 
 
 def test_stand_in_sizes_keep_the_hub_models_relations():
@@ -119,9 +119,7 @@ def test_load_model_builds_the_stand_in_offline(dry, name, first, last, pad):
     assert tok.pad_token == pad
     with torch.no_grad():
         out = model(**tok(["The cat sat ."], return_tensors="pt"), output_hidden_states=True)
-    assert out.hidden_states[-1].shape[-1] == model.config.to_dict().get(
-        "hidden_size", model.config.to_dict().get("d_model")
-    )
+    assert out.hidden_states[-1].shape[-1] == model.config.hidden_size
     assert load_tokenizer(name).get_vocab() == tok.get_vocab()
     random, _ = load_random_model(name, seed=1)
     assert type(random) is type(model)
@@ -207,3 +205,22 @@ def test_cli_dry_run_refuses_plan_and_verify(capsys):
 
     assert main(["--profile", "paper", "--dry-run", "--plan"]) == 2
     assert "--dry-run executes stand-ins" in capsys.readouterr().err
+
+
+def test_probing_sets_read_gsd_train_and_dev_and_pud_test_as_the_thesis(dry):
+    """Found by the dry run: GSD's dev was sliced after the train count (its own split, so
+    nothing was left at the thesis's 12,543 train sentences), and an all-PUD profile asked
+    the test-only PUD for `train`."""
+    from lmsim.data import load_treebank
+    from lmsim.redundancy import probing_sets
+
+    gsd = "hf:universal_dependencies:en_gsd"
+    pud = "hf:universal_dependencies:en_pud"
+    n_train = 64  # all of the stand-in's GSD train split
+    sets = probing_sets(
+        "treebank", n_train, 8, 8, treebanks={"train": gsd, "dev": gsd, "test": pud}
+    )
+    assert len(sets["train"]) == n_train and len(sets["dev"]) == 8
+    sets = probing_sets("treebank", 20, 5, 5, treebanks={"train": pud, "dev": pud, "test": pud})
+    texts = [s.words for split in ("train", "dev", "test") for s in sets[split]]
+    assert texts == [s.words for s in load_treebank(pud, "test")[:30]]  # consecutive slices
