@@ -224,3 +224,15 @@ def test_probing_sets_read_gsd_train_and_dev_and_pud_test_as_the_thesis(dry):
     sets = probing_sets("treebank", 20, 5, 5, treebanks={"train": pud, "dev": pud, "test": pud})
     texts = [s.words for split in ("train", "dev", "test") for s in sets[split]]
     assert texts == [s.words for s in load_treebank(pud, "test")[:30]]  # consecutive slices
+
+
+def test_two_tower_hub_corpora_hold_out_their_validation_lines(dry):
+    """Found by the dry run: the two-tower paper profile asked Wikipedia and BookCorpus,
+    which have only a train split on the hub, for `validation`."""
+    from lmsim.data import load_corpus
+    from lmsim.twotower.inputs import HELD_OUT, _lines
+
+    spec = "hf:bookcorpus/bookcorpus"
+    train, valid = _lines([spec], "train", None), _lines([spec], "valid", None)
+    everything = load_corpus(spec, split="train")
+    assert valid == everything[::HELD_OUT] and len(train) + len(valid) == len(everything)
