@@ -13,7 +13,7 @@ import yaml
 
 from lmsim._dryrun import DRY_RUN_ENV, dry_run
 from lmsim.models._standins import standin_config, standin_spec
-from lmsim.reproduce._dryrun import RESAMPLES, dry_run_parameters
+from lmsim.reproduce._dryrun import RESAMPLES, TINY, dry_run_parameters
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -236,3 +236,22 @@ def test_two_tower_hub_corpora_hold_out_their_validation_lines(dry):
     train, valid = _lines([spec], "train", None), _lines([spec], "valid", None)
     everything = load_corpus(spec, split="train")
     assert valid == everything[::HELD_OUT] and len(train) + len(valid) == len(everything)
+
+
+def test_every_paper_page_gets_tiny_well_typed_parameters_and_a_dry_run_page():
+    from lmsim.reproduce import check_parameter_type, declared_parameters, load_manifest, plan_runs
+    from lmsim.reproduce._dryrun import dry_run_runs
+
+    runs = plan_runs(load_manifest(ROOT / "notebooks" / "runs.yml"), "paper", ROOT)
+    dry = dry_run_runs(runs, ROOT, None)
+    assert len(dry) == len(runs) >= 13
+    for run, tiny in zip(runs, dry):
+        assert tiny.output == ROOT / "_build" / "dry-run" / run.slug / f"{run.name}.ipynb"
+        declared = declared_parameters(run.source)
+        for key, value in tiny.parameters.items():
+            check_parameter_type(run.source, key, value, declared[key])
+        for key in ("n_sentences", "n_train", "steps", "n_ft_train", "n_partition"):
+            value = tiny.parameters.get(key, 0)
+            assert (max(value.values()) if isinstance(value, dict) else value) <= 100, key
+        kept = set(run.parameters) - set(TINY) - set(RESAMPLES)
+        assert {k: tiny.parameters[k] for k in kept} == {k: run.parameters[k] for k in kept}
