@@ -132,6 +132,7 @@ def test_dry_run_switches(dry):
 
     assert dry_run()
     assert cache_dir("acts") == dry / "dry-run" / "acts"
+    assert cache_dir("zoo", "smoke") == dry / "zoo" / "smoke"  # lmsim's own models: shared
     if not torch.cuda.is_available():
         assert resolve_device("cuda").type == "cpu"
 

@@ -188,7 +188,9 @@ def _build_tokenizer(kind: str, lowercase: bool, max_length: int | None):
         tok.normalizer = normalizers.BertNormalizer(lowercase=lowercase)
         tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
         tok.decoder = decoders.WordPiece()
-        trainer = trainers.WordPieceTrainer(vocab_size=_VOCAB, special_tokens=specials)
+        trainer = trainers.WordPieceTrainer(
+            vocab_size=_VOCAB, special_tokens=specials, show_progress=False
+        )
     elif model == "bytebpe":
         tok = Tokenizer(models.BPE())
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -197,19 +199,25 @@ def _build_tokenizer(kind: str, lowercase: bool, max_length: int | None):
             vocab_size=_VOCAB,
             special_tokens=specials,
             initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            show_progress=False,
         )
     elif model == "bpe-suffix":
         tok = Tokenizer(models.BPE(unk_token=info["specials"]["unk"], end_of_word_suffix="</w>"))
         tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
         tok.decoder = decoders.BPEDecoder(suffix="</w>")
         trainer = trainers.BpeTrainer(
-            vocab_size=_VOCAB, special_tokens=specials, end_of_word_suffix="</w>"
+            vocab_size=_VOCAB,
+            special_tokens=specials,
+            end_of_word_suffix="</w>",
+            show_progress=False,
         )
     else:  # metaspace: SentencePiece-style word starts
         tok = Tokenizer(models.BPE(unk_token=info["specials"]["unk"]))
         tok.pre_tokenizer = pre_tokenizers.Metaspace()
         tok.decoder = decoders.Metaspace()
-        trainer = trainers.BpeTrainer(vocab_size=_VOCAB, special_tokens=specials)
+        trainer = trainers.BpeTrainer(
+            vocab_size=_VOCAB, special_tokens=specials, show_progress=False
+        )
     if lowercase and model != "wordpiece":
         tok.normalizer = normalizers.Lowercase()
     tok.train_from_iterator(corpus, trainer)

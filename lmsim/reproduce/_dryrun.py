@@ -51,12 +51,12 @@ TINY: dict[str, Any] = {
     "n_attn_sentences": 12,
     "n_pos_sentences": 50,
     "max_docs": 1000,
-    "n_train": lambda v: {k: 48 for k in v} if isinstance(v, dict) else 32,
+    "n_train": lambda v: {k: 32 for k in v} if isinstance(v, dict) else 32,
     "n_test": lambda v: {k: 16 for k in v} if isinstance(v, dict) else (16 if v else 0),
     "n_dev": 12,
     "n_transfer": 16,
     "seq_lens": lambda v: {k: _ends(ts) for k, ts in v.items()},
-    "appendix_sizes": [48, 16],
+    "appendix_sizes": [32, 16],
     "shard_size": 8,  # at least two test shards for the shard bootstrap
     "batch_size": 8,
     # training
@@ -90,8 +90,8 @@ TINY: dict[str, Any] = {
 # Resampling counts, set wherever a page declares them (the profile's value or the page's
 # own default): the intervals of a dry run mean nothing, their code paths are what is run.
 RESAMPLES: dict[str, int] = {
-    "n_boot": 20,
-    "n_boot_attn": 20,
+    "n_boot": 10,
+    "n_boot_attn": 10,
     "n_floor_draws": 3,
     "n_perm": 20,
     "n_null_draws": 5,
