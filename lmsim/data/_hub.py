@@ -15,9 +15,9 @@ def hub_datasets():
         ``datasets`` is not installed (never during a dry run).
     """
     if dry_run():
-        from lmsim.data import _standin_sets
+        import lmsim.data._standin_sets as standin_sets
 
-        return _standin_sets
+        return standin_sets
     import datasets
 
     return datasets

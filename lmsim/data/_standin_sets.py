@@ -289,25 +289,25 @@ def load_dataset(path: str, name: str | None = None, split: str | None = None, *
     return sets[split]
 
 
-def emotion_file(path: str | os.PathLike) -> Path:
-    """A generated ``unified-dataset.jsonl`` standing in for a missing ``path`` (the unified
+def emotion_file(in_domain, out_of_domain, emotions) -> Path:
+    """A generated ``unified-dataset.jsonl`` standing in for a missing one (the unified
     emotion collection is built locally with Bostan & Klinger's scripts, not downloaded).
 
-    Every source of :mod:`lmsim.data.emotion` gets generated texts with null or 0/1 values
-    over its emotions; written once to the dry-run cache.
+    Every source of ``in_domain`` and ``out_of_domain`` gets generated texts with null or
+    0/1 values over ``emotions`` (the first nine annotated in domain, six out of domain);
+    written once to the dry-run cache.
     """
     from lmsim._cache import cache_dir
-    from lmsim.data.emotion import EMOTION_SOURCES_IN_DOMAIN, EMOTION_SOURCES_OOD, EMOTIONS
 
     target = cache_dir("dry-run-data") / "unified-dataset.jsonl"
     if target.is_file():
         return target
     lines = []
-    for source in EMOTION_SOURCES_IN_DOMAIN + EMOTION_SOURCES_OOD:
+    for source in (*in_domain, *out_of_domain):
         rng = _rng("emotion", source)
-        annotated = EMOTIONS[:6] if source in EMOTION_SOURCES_OOD else EMOTIONS[:9]
+        annotated = emotions[:6] if source in out_of_domain else emotions[:9]
         for text in _texts(SIZES["train"], "emotion", source):
-            values = {e: None for e in EMOTIONS}
+            values = {e: None for e in emotions}
             values |= {e: int(rng.random() < 0.3) for e in annotated}
             lines.append(json.dumps({"source": source, "text": text, "emotions": values}))
     tmp = target.with_suffix(f".tmp{os.getpid()}")

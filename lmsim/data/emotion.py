@@ -100,7 +100,7 @@ def emotion_task(path: str | os.PathLike, source: str, seed: int = 0) -> Task:
     if not path.is_file() and dry_run():  # a generated collection stands in
         from lmsim.data._standin_sets import emotion_file
 
-        path = emotion_file(path)
+        path = emotion_file(EMOTION_SOURCES_IN_DOMAIN, EMOTION_SOURCES_OOD, EMOTIONS)
     if not path.is_file():
         raise FileNotFoundError(
             f"no emotion collection at {str(path)!r}; build unified-dataset.jsonl with "
