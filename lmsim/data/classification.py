@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from lmsim.data._hub import hub_datasets
 from lmsim.data.corpora import _bbcnews, _finefood
 from lmsim.data.smoke import _TIME_ADVS, _smoke_classification
 
@@ -52,9 +53,7 @@ def _hf_classification(spec: str) -> dict:
     parts = spec[3:].split(":")
     if not parts[0] or len(parts) > 2:
         raise ValueError(f"a Hugging Face set is written 'hf:<dataset>[:<config>]', got {spec!r}")
-    from datasets import load_dataset
-
-    return _classification_parts(load_dataset(*parts), spec)
+    return _classification_parts(hub_datasets().load_dataset(*parts), spec)
 
 
 def _classification_parts(ds, spec: str) -> dict:

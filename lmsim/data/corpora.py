@@ -19,6 +19,7 @@ import numpy as np
 
 from lmsim._io import utf8_lines
 from lmsim._packages import package_dir
+from lmsim.data._hub import hub_datasets
 from lmsim.data.smoke import _smoke_texts
 
 OFFLINE_CORPORA: dict[str, str] = {
@@ -84,7 +85,7 @@ def _hf_lines(spec: str, split: str) -> Iterator[str]:
         )
     dataset, config = parts[1], (parts[2] if len(parts) == 3 else None)
     try:
-        import datasets
+        datasets = hub_datasets()
     except ImportError as err:
         raise ImportError(
             f"{spec!r} needs Hugging Face `datasets` (`pip install -e .[paper]`); "

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from lmsim._dryrun import dry_run
 from lmsim._io import utf8_lines
 from lmsim.tasks import Task
 
@@ -96,6 +97,10 @@ def emotion_task(path: str | os.PathLike, source: str, seed: int = 0) -> Task:
     in text"; Jin et al. (2023), App. B and Table 4.
     """
     path = Path(path)
+    if not path.is_file() and dry_run():  # a generated collection stands in
+        from lmsim.data._standin_sets import emotion_file
+
+        path = emotion_file(EMOTION_SOURCES_IN_DOMAIN, EMOTION_SOURCES_OOD, EMOTIONS)
     if not path.is_file():
         raise FileNotFoundError(
             f"no emotion collection at {str(path)!r}; build unified-dataset.jsonl with "

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 
-from lmsim.data.treebanks import Sentence
+from lmsim.data._sentence import Sentence
 from lmsim.tasks import Task
 
 # --------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from lmsim.data._hub import hub_datasets
 from lmsim.data.classification import (
     CLASSIFICATION_SETS,
     _classification_parts,
@@ -162,7 +163,7 @@ def _ner_task(
 
 def _load_hf(dataset: str, config: str | None, spec: str):
     try:
-        import datasets
+        datasets = hub_datasets()
     except ImportError as err:
         raise ImportError(
             f"{spec!r} needs Hugging Face `datasets` (`pip install -e .[paper]`); offline, "

@@ -8,46 +8,11 @@ that the heads form a tree.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 from lmsim._io import read_utf8
-
-
-@dataclass
-class Sentence:
-    """A sentence as words, with optional UPOS tags and a dependency tree.
-
-    Attributes
-    ----------
-    words : list of str
-    upos : list of str or None
-        Universal POS tags, one per word.
-    heads : list of int or None
-        1-based index of each word's head, 0 for the root.
-    deprels : list of str or None
-        Dependency relation of each word to its head.
-    silver : bool
-        True when the annotations come from a tagger/parser (spaCy), not a treebank.
-    """
-
-    words: list[str]
-    upos: list[str] | None = None
-    heads: list[int] | None = None
-    deprels: list[str] | None = None
-    silver: bool = False
-
-    def __post_init__(self) -> None:
-        n = len(self.words)
-        for field in ("upos", "heads", "deprels"):
-            value = getattr(self, field)
-            if value is not None and len(value) != n:
-                raise ValueError(f"`{field}` has {len(value)} entries for {n} words")
-
-    @property
-    def text(self) -> str:
-        """The words joined by single spaces."""
-        return " ".join(self.words)
+from lmsim.data._hub import hub_datasets
+from lmsim.data._sentence import Sentence
 
 
 def read_conllu(path: str | os.PathLike) -> list[Sentence]:
@@ -109,7 +74,7 @@ def _hf_treebank(spec: str, split: str) -> list[Sentence]:
         )
     dataset, config = parts[1], parts[2]
     try:
-        import datasets
+        datasets = hub_datasets()
     except ImportError as err:
         raise ImportError(
             f"{spec!r} needs Hugging Face `datasets` (`pip install -e .[paper]`); offline, "

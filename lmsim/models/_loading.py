@@ -8,6 +8,7 @@ from urllib.parse import urlparse
 
 import torch
 
+from lmsim._dryrun import dry_run
 from lmsim._runtime import quiet_transformers, resolve_device, resolve_dtype
 from lmsim.models._offline import model_dir
 from lmsim.models._registry import (
@@ -49,6 +50,19 @@ def _prepare_tokenizer(tokenizer):
 
 def _offline_alternatives() -> str:
     return f"offline models: {list_models()} and 'zoo/<name>' (python -m lmsim.zoo build)"
+
+
+def _is_hub_id(name: str) -> bool:
+    return name in LEGACY_HUB_IDS or bool(_HUB_ID.match(name))
+
+
+def _standin(name: str):
+    """The dry run's stand-in folder of a hub id (:mod:`lmsim.models._standins`), else None."""
+    if not dry_run() or name in OFFLINE_MODELS or name.startswith("zoo/") or os.path.isdir(name):
+        return None
+    from lmsim.models._standins import standin_dir
+
+    return standin_dir(name)
 
 
 def _hub_endpoint() -> tuple[str, int]:
@@ -207,13 +221,16 @@ def load_model(
     torch_dtype = resolve_dtype(dtype, dev)
     if revision is not None and (name in OFFLINE_MODELS or name.startswith("zoo/")):
         raise ValueError(f"`revision` applies to hub ids only, not to {name!r}")
-    if name in OFFLINE_MODELS or name.startswith("zoo/"):
+    standin = _standin(name) if _is_hub_id(name) else None
+    if standin is not None:
+        model, tokenizer = _load_from(standin, task, torch_dtype, quiet=True, label=name)
+    elif name in OFFLINE_MODELS or name.startswith("zoo/"):
         folder = model_dir(name, zoo_profile)
         model, tokenizer = _load_from(folder, task, torch_dtype, quiet=True, label=name)
     elif os.path.isdir(name):
         _check_local_config(name)
         model, tokenizer = _load_from(name, task, torch_dtype)
-    elif name in LEGACY_HUB_IDS or _HUB_ID.match(name):
+    elif _is_hub_id(name):
         model, tokenizer = _load_hub(LEGACY_HUB_IDS.get(name, name), task, torch_dtype, revision)
     else:
         raise ValueError(
@@ -266,7 +283,10 @@ def load_random_model(
     dev = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, dev)
     tokenizer = load_tokenizer(name, zoo_profile=zoo_profile)
-    if name in OFFLINE_MODELS or name.startswith("zoo/"):
+    standin = _standin(name) if _is_hub_id(name) else None
+    if standin is not None:
+        config = AutoConfig.from_pretrained(standin)
+    elif name in OFFLINE_MODELS or name.startswith("zoo/"):
         config = AutoConfig.from_pretrained(model_dir(name, zoo_profile))
     elif os.path.isdir(name):
         config = AutoConfig.from_pretrained(name)
@@ -285,11 +305,14 @@ def load_tokenizer(name: str, revision: str | None = None, zoo_profile: str = "d
     """Load only the tokenizer of a model name (see :func:`load_model` for the names)."""
     from transformers import AutoTokenizer
 
+    standin = _standin(name) if _is_hub_id(name) else None
+    if standin is not None:
+        return _prepare_tokenizer(AutoTokenizer.from_pretrained(standin))
     if name in OFFLINE_MODELS or name.startswith("zoo/"):
         return _prepare_tokenizer(AutoTokenizer.from_pretrained(model_dir(name, zoo_profile)))
     if os.path.isdir(name):
         return _prepare_tokenizer(AutoTokenizer.from_pretrained(name))
-    if name in LEGACY_HUB_IDS or _HUB_ID.match(name):
+    if _is_hub_id(name):
         repo_id = LEGACY_HUB_IDS.get(name, name)
         kwargs = {"revision": revision, "trust_remote_code": False}
         try:

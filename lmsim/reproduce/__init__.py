@@ -46,10 +46,16 @@ says so on stderr, exits 1 and leaves the failed execution (with its traceback) 
 ``_build/failed/<profile>/<slug>/<name>.ipynb``; a killed run leaves the previous page
 untouched. ``--write-toc`` lists only pages whose provenance says ``status: "ok"``.
 
+``--dry-run`` executes the selected pages with every hub model and dataset replaced by a
+tiny offline stand-in and the sizes scaled down (:mod:`lmsim._dryrun`,
+:mod:`~lmsim.reproduce._dryrun`): pages go to ``_build/dry-run/<slug>/<name>.ipynb``,
+failures to ``_build/dry-run/failed/``, wall times to ``_build/dry-run/times.json``.
+
 Usage::
 
     python -m lmsim.reproduce --profile default [--only SLUG[/PAGE] ...] [--output-dir DIR]
     python -m lmsim.reproduce --profile smoke -p n_train 100
+    python -m lmsim.reproduce --profile paper --dry-run
     python -m lmsim.reproduce --list
     python -m lmsim.reproduce --write-toc
 

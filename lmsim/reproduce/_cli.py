@@ -11,7 +11,9 @@ from typing import Any
 
 import yaml
 
+from lmsim._dryrun import DRY_RUN_NOTE
 from lmsim._io import write_atomic
+from lmsim.reproduce._dryrun import dry_run_runs, enter_dry_run
 from lmsim.reproduce._environment import environment_info, lock_warning
 from lmsim.reproduce._execute import RunResult, _relative, execute_run, failed_path
 from lmsim.reproduce._manifest import (
@@ -89,6 +91,14 @@ def _parser() -> argparse.ArgumentParser:
         help="the machine --plan checks against (a YAML/JSON file or key=value pairs, e.g. "
         "ram_gb=64,gpu_memory_gb=40); default one H100 80 GB, 128 GB RAM, 64 GB disk",
     )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="execute the selected pages with every hub model replaced by a tiny stand-in "
+        "of its architecture class, every hub dataset by a generated set with its schema, "
+        "and the sizes scaled down (lmsim.reproduce._dryrun.TINY); nothing is downloaded; "
+        "pages go to _build/dry-run/",
+    )
     parser.add_argument("--log-output", action="store_true", help="stream notebook output")
     parser.add_argument("--no-progress", action="store_true", help="hide papermill's bars")
     return parser
@@ -145,10 +155,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         overrides = {name: _parse_value(name, value) for name, value in args.parameter}
         if args.verify and (args.output_dir or overrides):
             raise ValueError("--verify compares with the committed pages: drop --output-dir/-p")
+        if args.dry_run and (args.verify or args.plan):
+            raise ValueError("--dry-run executes stand-ins: drop --verify/--plan")
         output_dir = root / "_build" / "verify" / args.profile if args.verify else args.output_dir
         runs = plan_runs(manifest, args.profile, root, args.only, output_dir, overrides)
         if args.plan:
             return _plan(runs, args.machine)
+        if args.dry_run:
+            runs = dry_run_runs(runs, root, args.output_dir)
+            enter_dry_run()
+            print(f"{DRY_RUN_NOTE}\n")
         for run in runs:
             run.output.parent.mkdir(parents=True, exist_ok=True)
     except (ValueError, OSError, KeyError) as exc:
@@ -176,7 +192,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     for index, run in enumerate(runs, 1):
         print(f"[{index}/{len(runs)}] {run.key} -> {run.output}", flush=True)
         result = execute_run(
-            run, args.profile, root, progress_bar=not args.no_progress, log_output=args.log_output
+            run,
+            args.profile,
+            root,
+            progress_bar=not args.no_progress,
+            log_output=args.log_output,
+            dry_run=args.dry_run,
         )
         if not result.ok:
             kept = (
@@ -186,11 +207,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             print(
                 f"FAILED {run.source}: {result.error}\n  {kept}; the failed execution is at "
-                f"{failed_path(run, args.profile, root)}",
+                f"{failed_path(run, args.profile, root, args.dry_run)}",
                 file=sys.stderr,
             )
         results.append(result)
-    _summarise(results, args.profile, root)
+    _summarise(results, args.profile, root, args.dry_run)
     failed = [result for result in results if not result.ok]
     if args.verify:
         return _verify(manifest, args, root, results)
@@ -198,7 +219,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(
             f"{len(failed)} notebook(s) failed (previous pages kept): "
             + ", ".join(
-                f"{result.run.source} -> {failed_path(result.run, args.profile, root)}"
+                f"{result.run.source} -> {failed_path(result.run, args.profile, root, args.dry_run)}"
                 for result in failed
             ),
             file=sys.stderr,
@@ -254,17 +275,20 @@ def _verify(manifest: Mapping[str, Any], args, root: Path, results: Sequence[Run
     return 0 if not problems and all(check.ok for check in checks) else 1
 
 
-def _summarise(results: Sequence[RunResult], profile: str, root: Path) -> Path | None:
+def _summarise(
+    results: Sequence[RunResult], profile: str, root: Path, dry_run: bool = False
+) -> Path | None:
     if not results:
         return None
     width = max(len(result.run.key) for result in results)
-    print(f"\nwall time per notebook (profile {profile}):")
+    label = f"{profile}, dry run" if dry_run else profile
+    print(f"\nwall time per notebook (profile {label}):")
     for result in results:
         flag = "ok" if result.ok else "FAILED"
         print(f"  {result.run.key:<{width}}  {_format_seconds(result.wall_time_s):>12}  {flag}")
     total = sum(result.wall_time_s for result in results)
     print(f"  {'total':<{width}}  {_format_seconds(total):>12}")
-    path = root / "_build" / f"{profile}_times.json"
+    path = root / "_build" / ("dry-run/times.json" if dry_run else f"{profile}_times.json")
     times = _read_times(path)
     times.update(
         {

@@ -62,11 +62,13 @@ def _device() -> str:
     return f"cpu ({os.cpu_count()} cores)"
 
 
-def failed_path(run: NotebookRun, profile: str, root: str | Path) -> Path:
+def failed_path(run: NotebookRun, profile: str, root: str | Path, dry_run: bool = False) -> Path:
     """Where a failed execution of ``run`` is kept for debugging:
     ``_build/failed/<profile>/<slug>/<name>.ipynb`` (outside ``book/``, so the book never
-    renders it and the previous good page stays in place)."""
-    return Path(root) / "_build" / "failed" / profile / run.slug / f"{run.name}.ipynb"
+    renders it and the previous good page stays in place); a dry run's under
+    ``_build/dry-run/failed/``."""
+    folder = Path(root) / "_build" / ("dry-run" if dry_run else "failed")
+    return folder / ("failed" if dry_run else profile) / run.slug / f"{run.name}.ipynb"
 
 
 def _pid_alive(pid: int) -> bool:
@@ -93,6 +95,7 @@ def execute_run(
     root: str | Path,
     progress_bar: bool = True,
     log_output: bool = False,
+    dry_run: bool = False,
 ) -> RunResult:
     """Execute one notebook with papermill and stamp its provenance; replace the page
     only on success.
@@ -102,7 +105,8 @@ def execute_run(
     stamped with ``status: "ok"`` and renamed over the page (atomic: a killed run leaves
     the previous page as it was). A failed execution (traceback in its outputs,
     ``status: "failed"`` in its provenance) goes to :func:`failed_path` and the previous
-    page, if any, is kept.
+    page, if any, is kept. ``dry_run``: the kernel runs under :mod:`lmsim._dryrun`
+    (set by the caller), the provenance says so and a failure goes to the dry run's folder.
     """
     import papermill
 
@@ -147,7 +151,9 @@ def execute_run(
         }
         if run.title:
             info["title"] = run.title
-        failed = failed_path(run, profile, root)
+        if dry_run:
+            info["dry_run"] = True
+        failed = failed_path(run, profile, root, dry_run)
         if tmp.is_file():
             add_provenance(tmp, info)
             if error is None:

@@ -52,8 +52,13 @@ def provenance_text(info: Mapping[str, Any]) -> str:
     if env.get("lock"):
         state = "matches" if env.get("matches_lock") else "differs from"
         lock = f" The environment {state} the lock `{env['lock']}` ({env['lock_sha256']})."
+    dry = ""
+    if info.get("dry_run"):
+        from lmsim._dryrun import DRY_RUN_NOTE
+
+        dry = f"**{DRY_RUN_NOTE}** "
     return (
-        f"{origin}Executed with profile `{info['profile']}` on {info['date']} in "
+        f"{dry}{origin}Executed with profile `{info['profile']}` on {info['date']} in "
         f"{_format_seconds(info['wall_time_s'])} ({info['device']}){status}; "
         f"parameters: {params or 'none'}; versions: {versions}.{lock}{injected}"
     )

@@ -186,7 +186,8 @@ class TwoTowerSettings:
     ----------
     corpora : tuple of str
         :func:`lmsim.data.load_corpus` names, concatenated (``"ptb"``, ``"smoke"``,
-        ``"hf:..."``).
+        ``"hf:..."``; a hub corpus's validation part is every 100th line of its train
+        split, :data:`lmsim.twotower.inputs.HELD_OUT`).
     tokenizer : str
         ``"zoo:<profile>"`` (the zoo's WordPiece tokenizer), ``"train:<vocab_size>"`` (the
         zoo's deterministic WordPiece trained on these corpora), or a model name or hub id

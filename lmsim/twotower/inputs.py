@@ -44,12 +44,30 @@ class TowerData:
 _DATA: dict[tuple, TowerData] = {}
 
 
+# A Hugging Face corpus has no validation split (Wikipedia, BookCorpus: `train` only): every
+# HELD_OUT-th line of its train split is the validation part, the other lines are train.
+HELD_OUT = 100
+
+
 def _lines(corpora: Sequence[str], split: str, max_lines: int | None) -> list[str]:
+    """The lines of ``corpora``'s ``split`` ("train" or "valid"), at most ``max_lines``.
+
+    An ``"hf:..."`` corpus is read from its ``train`` split and cut in two disjoint parts
+    (:data:`HELD_OUT`): the hub's English Wikipedia and BookCorpus have no other split.
+    """
     from lmsim.data import load_corpus
 
     lines: list[str] = []
     for name in corpora:
-        text = load_corpus(name, split=split, max_docs=max_lines)
+        if name.startswith("hf:"):
+            held_out = split != "train"
+            text = [
+                line
+                for index, line in enumerate(load_corpus(name, split="train"))
+                if (index % HELD_OUT == 0) == held_out
+            ]
+        else:
+            text = load_corpus(name, split=split, max_docs=max_lines)
         # PTB writes unknown words as `<unk>`: one [UNK] token, as in the zoo.
         lines += [line.replace("<unk>", "[UNK]") for line in text]
     return lines[:max_lines] if max_lines else lines

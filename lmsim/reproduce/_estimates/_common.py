@@ -202,7 +202,8 @@ def _pairs_or_joint(est, models, params, machine, n, label, cache_key="cache_pai
             est.seconds += sub.seconds
             est.disk_cache += sub.disk_cache
     else:
-        p = Pass(models, n, words, tokens, params["batch_size"], cache=True)
+        cache = params.get("cache_moments", True)
+        p = Pass(models, n, words, tokens, params["batch_size"], cache=cache)
         moments_pass(est, p, params, machine, f"{label}, joint moments of {len(models)} models")
     return words
 

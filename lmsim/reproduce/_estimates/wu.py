@@ -80,7 +80,9 @@ def wu_finetuning(params: Mapping, machine: Machine) -> Estimate:
     """Wu et al. page 03: joint word moments of the base and its fine-tuned copies (every
     hidden state), attention maps, and Table 1's fine-tunes (each frozen depth, at the
     bottom and the top, and the full model)."""
-    est = Estimate("", knobs={"gpu": "finetuned", "disk": "finetuned", "ram": "n_attn_sentences"})
+    est = Estimate(
+        "", knobs={"gpu": "finetuned", "disk": "cache_moments", "ram": "n_attn_sentences"}
+    )
     names = [params["base"], *params["finetuned"]]
     _fetch_models(est, [*names, params["ft_base"]])
     _fetch_data(est, [params["ft_set"]])
