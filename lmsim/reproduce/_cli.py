@@ -18,6 +18,7 @@ from lmsim.reproduce._environment import environment_info, lock_warning
 from lmsim.reproduce._execute import RunResult, _relative, execute_run, failed_path
 from lmsim.reproduce._manifest import (
     MANIFEST,
+    OPT_IN_PROFILES,
     PROFILES,
     SKIP,
     _check_profile,
@@ -179,10 +180,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if is_skipped(entry, args.profile)
     ]
     if skipped:
-        print(
-            f"not run under profile {args.profile!r} (`{args.profile}: {SKIP}` in {MANIFEST}): "
-            + ", ".join(skipped)
+        why = (
+            f"no `{args.profile}:` parameters in {MANIFEST}"
+            if args.profile in OPT_IN_PROFILES
+            else f"`{args.profile}: {SKIP}` in {MANIFEST}"
         )
+        print(f"not run under profile {args.profile!r} ({why}): " + ", ".join(skipped))
     warning = lock_warning(environment_info(root)) if runs else None
     if warning:
         print(warning, file=sys.stderr)
