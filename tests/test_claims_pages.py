@@ -20,7 +20,6 @@ BOOK = REPO / "book"
 NOT_CONVERTED = {
     "zhang2022_lmd/01_decomposition",
     "zhang2022_lmd/02_beyond_the_paper",
-    "jin2023_regmean/01_merging",
     "thesis2022_redundancy/01_layer_similarity",
     "thesis2022_redundancy/02_redundancy_probes",
     "thesis2022_redundancy/03_cross_lingual",
