@@ -117,10 +117,14 @@ def test_paper_profile_names_load_and_agree(hub, page):
         metrics[t] = task.metric
     assert metrics["cola"] == "matthews" and metrics["stsb"] == "pearson"
     assert {metrics[t] for t in ("sst2", "mrpc", "mnli", "qnli", "qqp", "rte")} == {"accuracy"}
-    setups = {
-        s: domain_setup(s, spec, n_train=None, n_test=None, seed=0)
+    setups = {  # as the page builds them: every in-domain set with a validation part
+        s: domain_setup(
+            s, spec, n_train=params["n_domain_train"] or None, n_test=None,
+            n_validation=params["n_validation"], seed=0,
+        )
         for s, spec in params["domain_setups"].items()
-    }
+    }  # fmt: skip
+    assert all(t.validation[1] for s in setups.values() for t in s.domains.values())
     emotion, ner = setups["emotion"], setups["ner"]
     assert len(emotion.domains) == 5 and len(emotion.ood) == 5
     assert {t.kind for t in emotion.domains.values()} == {"multi_label"}

@@ -18,9 +18,20 @@ is chosen on validation parts (:func:`best_on_validation`, :func:`greedy_order`;
 :func:`pairwise_alpha_sweep` and :func:`alpha_one_check` sweep RegMean's α on model pairs
 (Fig. 5a).
 
+:class:`MergeLab` holds the page's fine-tuned models (one per model and seed,
+:func:`finetune_runs`) with their Grams and Fishers and merges them by any method, task
+arithmetic and TIES included, their hyper-parameters chosen on validation
+(:meth:`MergeLab.choose_on_validation`). :func:`paired_difference` gives every "merge A beats
+B" statement a paired interval over the test examples with the fine-tuning seeds averaged,
+and :func:`report_claims` records the paper's statements from those estimates.
+:func:`weight_distances`, :func:`activation_similarity` and :func:`diagonal_match` are App.
+D's permutation diagnostics (Figs. 7-8).
+
 Modules: ``_setups`` (partitions, holdouts, domain setups), ``_scoring`` (the scorer,
 selection on validation, Tables 2-3), ``_sweeps`` (the α sweep), ``_stats`` (published
-Grams and Fishers).
+Grams and Fishers), ``_lab`` (fine-tunes, statistics and merges of the page's models),
+``_compare`` (paired intervals), ``_claims`` (the paper's statements), ``_permutation``
+(App. D).
 
 References
 ----------
@@ -28,6 +39,49 @@ Jin, Ren, Preotiuc-Pietro & Cheng (2023). Dataless Knowledge Fusion by Merging W
 Language Models. ICLR. Sec. 4.1-4.3, App. B (data sets and partitions).
 """
 
+from lmsim.merge_setups._claims import (
+    NOT_RUN,
+    PAPER_CLAIMS,
+    PaperClaim,
+    identity_checks,
+    report_claims,
+)
+from lmsim.merge_setups._compare import (
+    Fixed,
+    constant_run,
+    ensemble_run,
+    paired_difference,
+    run_predictions,
+    side_scores,
+    snapshot,
+    unit_run,
+)
+from lmsim.merge_setups._experiments import (
+    all_domain_runs,
+    difference_table,
+    greedy_runs,
+    merge_tuned,
+    own_vs_others,
+    pairwise_runs,
+    table7_runs,
+    validation_score,
+)
+from lmsim.merge_setups._lab import (
+    BEYOND_METHODS,
+    PAPER_METHODS,
+    MergeLab,
+    finetune_runs,
+    gram_megabytes,
+    initial_model,
+    seed_name,
+    settings_for,
+)
+from lmsim.merge_setups._permutation import (
+    activation_similarity,
+    diagonal_match,
+    unit_activations,
+    weight_distances,
+)
 from lmsim.merge_setups._scoring import (
     Scorer,
     as_texts,
@@ -51,6 +105,39 @@ from lmsim.merge_setups._stats import published_stats
 from lmsim.merge_setups._sweeps import alpha_one_check, pairwise_alpha_sweep
 
 __all__ = [
+    "BEYOND_METHODS",
+    "NOT_RUN",
+    "PAPER_CLAIMS",
+    "PAPER_METHODS",
+    "Fixed",
+    "MergeLab",
+    "PaperClaim",
+    "activation_similarity",
+    "all_domain_runs",
+    "difference_table",
+    "greedy_runs",
+    "identity_checks",
+    "own_vs_others",
+    "table7_runs",
+    "merge_tuned",
+    "pairwise_runs",
+    "validation_score",
+    "constant_run",
+    "diagonal_match",
+    "ensemble_run",
+    "finetune_runs",
+    "gram_megabytes",
+    "initial_model",
+    "paired_difference",
+    "report_claims",
+    "run_predictions",
+    "seed_name",
+    "settings_for",
+    "side_scores",
+    "snapshot",
+    "unit_activations",
+    "unit_run",
+    "weight_distances",
     "alpha_one_check",
     "best_on_validation",
     "greedy_order",

@@ -36,10 +36,12 @@ def _grams_bytes(shape: Shape) -> float:
 
 
 def regmean_merging(params: Mapping, machine: Machine) -> Estimate:
-    """Jin et al. page 01/02: every model fine-tuned (non-i.i.d. partitions A, B and the
-    joint one of each task; each domain and the pooled one of each setup; extra tasks;
-    one multi-task model), all loaded on the device, their Grams (float64) and diagonal
-    Fishers (float64, float32 with ``cache_stats``) held in RAM for the merges."""
+    """Jin et al. page 01/02: every model fine-tuned (non-i.i.d. partitions A, B and each
+    domain's model at every seed of ``seeds``; the joint one of each task and setup, extra
+    tasks and one multi-task model at the first; the focus setup's domains again with
+    different heads), all loaded on the device, their Grams (float64) and diagonal Fishers
+    (float64) held in RAM for the merges, or with ``cache_stats`` written to the cache
+    (Fishers in float32) and read back one tensor at a time."""
     est = Estimate("", knobs={"ram": "cache_stats", "disk": "noniid_tasks", "gpu": "batch_size"})
     _fetch_models(est, [params["base"]])
     specs = list(params["noniid_tasks"].values()) + list((params.get("extra_tasks") or {}).values())
@@ -58,16 +60,20 @@ def regmean_merging(params: Mapping, machine: Machine) -> Estimate:
     runs: list[tuple[str, float, float]] = []  # name, examples, epochs
     epochs = params["epochs"]
     by = params.get("epochs_by_model") or {}
+    n_seeds = len(params.get("seeds") or [0])
     for t, spec in params["noniid_tasks"].items():
         rows = DATASET_ROWS.get(spec, DEFAULT_ROWS)
-        runs += [(f"{t}-A", n_part, epochs), (f"{t}-B", n_part, epochs)]
+        runs += [(f"{t}-{p}@{k}", n_part, epochs) for p in "AB" for k in range(n_seeds)]
         runs.append((f"{t}-joint", rows if params.get("full_task_data") else 2 * n_part, epochs))
     for s, setup in params["domain_setups"].items():
         domains = setup.get("domains") or setup.get("keywords") or {}
         kind = "ontonotes" if s == "ner" else "emotion"
         per = params["n_domain_train"] or DATASET_ROWS[kind]
         e = by.get(s, epochs)
-        runs += [(f"{s}-{d}", per, e) for d in domains] + [(f"{s}-joint", per * len(domains), e)]
+        runs += [(f"{s}-{d}@{k}", per, e) for d in domains for k in range(n_seeds)]
+        runs.append((f"{s}-joint", per * len(domains), e))
+        if s == params.get("focus_setup") and params.get("head_init_variant"):
+            runs += [(f"{s}-{d}-dh", per, e) for d in domains]
     for t in params.get("extra_tasks") or {}:
         runs.append((f"{t}-joint", params.get("n_task_train") or DEFAULT_ROWS, epochs))
     runs.append(("tasks-mtl", sum(n for name, n, _ in runs if name.endswith("-joint")), epochs))
@@ -87,14 +93,15 @@ def regmean_merging(params: Mapping, machine: Machine) -> Estimate:
     n_models = len(runs)
     grams = _grams_bytes(shape)
     fisher = shape.params * (4.0 if params.get("cache_stats") else 8.0)
-    held = n_models * (fisher + (0.0 if params.get("cache_stats") else grams))
+    held = 0.0 if params.get("cache_stats") else n_models * (fisher + grams)
     est.peak(
         "ram",
         BASE_RAM + held,
-        f"{n_models} models' Grams ({grams / GB:,.2f} GB each{', cached to disk' if params.get('cache_stats') else ''}) and Fishers ({fisher / GB:,.2f} GB each)",
+        f"{n_models} models' Grams ({grams / GB:,.2f} GB each) and Fishers ({fisher / GB:,.2f} GB "
+        f"each){', cached to disk and read one tensor at a time' if params.get('cache_stats') else ''}",
     )
     if params.get("cache_stats"):
-        est.disk_cache += n_models * grams
+        est.disk_cache += n_models * (grams + fisher)
     if on_gpu:
         loaded = n_models * model_bytes(shape)
         est.peak(

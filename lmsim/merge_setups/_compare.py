@@ -1,0 +1,257 @@
+"""Paired intervals for "merge A beats merge B" on the merging chapter's test examples.
+
+Two models scored on the same test examples differ by much less sampling noise than two
+separate intervals suggest, so every comparison of the RegMean page resamples the test
+examples once for both sides (:func:`lmsim.stats.paired_bootstrap`), with each side's
+fine-tuning seeds averaged. A side is a list of runs (one per seed, or the individual
+models of a floor), each run a model or fixed predictions (a constant predictor).
+
+The statistic is each task's own metric (accuracy, Matthews correlation, Pearson
+correlation, macro-F1, entity F1) recomputed on the resampled examples by
+:func:`lmsim.tasks.score_predictions`, then averaged over the tasks of the comparison (the
+in-domain sets of a setup, its out-of-domain sets), as the tables average them.
+
+References
+----------
+Jin, Ren, Preotiuc-Pietro & Cheng (2023). Dataless Knowledge Fusion by Merging Weights of
+Language Models. ICLR. Sec. 4 (the tables and figures compared here).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from lmsim.merge_setups._scoring import mean_logits
+from lmsim.stats import Estimate, paired_bootstrap
+from lmsim.tasks import Task, map_entity_types, predict, score_predictions
+
+
+class Fixed:
+    """Fixed predictions of a run, per task (e.g. a constant predictor).
+
+    Parameters
+    ----------
+    by_task : dict of int to predictions, or list of predictions
+        ``id(task)`` (tasks of one source share a name) -> predictions of the task's ``part`` as :func:`lmsim.tasks.predict`
+        returns them; or one entry per task of the comparison, in its order (a comparison
+        may list one task several times: a domain in each of its pairs).
+    """
+
+    def __init__(self, by_task):
+        self.by_task = list(by_task) if isinstance(by_task, (list, tuple)) else dict(by_task)
+
+
+def constant_run(tasks: Sequence[Task], part: str = "test", train_of=None) -> Fixed:
+    """The constant predictor's run (the chance floor of Tables 1-3).
+
+    Parameters
+    ----------
+    tasks : sequence of Task
+    part : str
+    train_of : callable, optional
+        ``train_of(task)`` -> the training labels the constant is learnt from; default the
+        task's own training labels (an out-of-domain set without any: pass its setup's).
+
+    Returns
+    -------
+    Fixed
+        Single-label: the majority class; multi-label: each label's majority value;
+        regression: the training mean; token: every word ``"O"``.
+    """
+    out = {}
+    for task in tasks:
+        train = list(task.train[1] if train_of is None else train_of(task))
+        n = len(task.subset(part)[1])
+        if task.kind == "single_label":
+            majority = int(np.bincount(np.asarray(train), minlength=task.n_labels).argmax())
+            out[id(task)] = np.full(n, majority)
+        elif task.kind == "multi_label":
+            share = np.asarray(train, dtype=float).mean(axis=0)
+            out[id(task)] = np.tile((share > 0.5).astype(np.int64), (n, 1))
+        elif task.kind == "regression":
+            out[id(task)] = np.full(n, float(np.mean(np.asarray(train, dtype=float))))
+        else:
+            out[id(task)] = [["O"] * len(x) for x in task.subset(part)[0]]
+    return Fixed(out)
+
+
+def run_predictions(scorer, run, task: Task, part: str = "test", type_map=None, index=None):
+    """Predictions of one run on ``task``'s ``part``.
+
+    Parameters
+    ----------
+    scorer : lmsim.merge_setups.Scorer
+    run : model, (name, model) or Fixed
+        A named model's logits come from the scorer's cache.
+    task : Task
+    part : str
+    type_map : dict, optional
+        Token tasks: the model's entity types renamed into the task's (Table 3's OOD sets).
+    index : int, optional
+        The task's position in its comparison (for a :class:`Fixed` given as a list).
+
+    Returns
+    -------
+    predictions as :func:`lmsim.tasks.score_predictions` reads them
+    """
+    if isinstance(run, Fixed):
+        return run.by_task[index] if isinstance(run.by_task, list) else run.by_task[id(task)]
+    name, model = run if isinstance(run, tuple) else (None, run)
+    logits = (
+        scorer.named_logits(name, model, task, part) if name else scorer.logits(model, task, part)
+    )
+    if task.kind != "token":
+        return predict(task.kind, np.asarray(logits))
+    id2label = model.config.id2label
+    tags = predict("token", logits, [id2label[i] for i in range(len(id2label))])
+    return map_entity_types(tags, type_map) if type_map is not None else tags
+
+
+def snapshot(
+    scorer,
+    model,
+    tasks: Sequence[Task] = (),
+    ood: Sequence[Task] = (),
+    type_map=None,
+    part: str = "test",
+) -> Fixed:
+    """A model's predictions on ``tasks`` and (with ``type_map``) on ``ood``, kept as a run.
+
+    Merged models are scored once and dropped (a base-size model each); their predictions
+    take part in every later comparison.
+    """
+    out = {id(t): run_predictions(scorer, model, t, part) for t in tasks}
+    out |= {id(t): run_predictions(scorer, model, t, part, type_map) for t in ood}
+    return Fixed(out)
+
+
+def _take(predictions, idx: np.ndarray):
+    if isinstance(predictions, np.ndarray):
+        return predictions[idx]
+    return [predictions[i] for i in idx]
+
+
+class _Table:
+    """Every run's predictions on every task, and the metric of a set of resampled rows."""
+
+    def __init__(self, tasks: Sequence[Task], part: str, runs: list[list]):
+        self.tasks, self.part = list(tasks), part
+        self.gold = [t.subset(part)[1] for t in self.tasks]
+        self.runs = runs  # runs[slot][task index] -> predictions
+
+    def rows(self, slot: int) -> np.ndarray:
+        """(n_examples, 3) int rows: task index, example index, run slot."""
+        parts = [
+            np.column_stack([np.full(len(g), t), np.arange(len(g)), np.full(len(g), slot)])
+            for t, g in enumerate(self.gold)
+        ]
+        return np.concatenate(parts).astype(np.int64)
+
+    def statistic(self, rows: np.ndarray) -> float:
+        """Mean over the tasks of each task's metric on its resampled examples."""
+        slot = int(rows[0, 2])
+        values = []
+        for t, task in enumerate(self.tasks):
+            idx = rows[rows[:, 0] == t, 1]
+            if len(idx) == 0:
+                continue
+            pred = _take(self.runs[slot][t], idx)
+            gold = [self.gold[t][i] for i in idx]
+            values.append(score_predictions(task, pred, self.part, labels=gold))
+        return float(np.mean(values))
+
+
+def _predictions(scorer, runs, tasks, part, type_map) -> list[list]:
+    return [
+        [run_predictions(scorer, r, t, part, type_map, i) for i, t in enumerate(tasks)]
+        for r in runs
+    ]
+
+
+def side_scores(scorer, runs: Sequence, tasks: Sequence[Task], part="test", type_map=None):
+    """Each run's mean metric over ``tasks`` (the numbers the tables show), as an array."""
+    tasks = list(tasks)
+    table = _Table(tasks, part, _predictions(scorer, runs, tasks, part, type_map))
+    return np.array([table.statistic(table.rows(s)) for s in range(len(runs))])
+
+
+def ensemble_run(
+    scorer, named: Mapping[str, object], tasks: Sequence[Task], part="test", type_map=None
+) -> Fixed:
+    """The logit ensemble of the named models (their mean logits' predictions), per task."""
+    model = next(iter(named.values()))
+    out = {}
+    for task in tasks:
+        logits = mean_logits([scorer.named_logits(n, m, task, part) for n, m in named.items()])
+        if task.kind != "token":
+            out[id(task)] = predict(task.kind, np.asarray(logits))
+            continue
+        id2label = model.config.id2label
+        tags = predict("token", logits, [id2label[i] for i in range(len(id2label))])
+        out[id(task)] = map_entity_types(tags, type_map) if type_map is not None else tags
+    return Fixed(out)
+
+
+def unit_run(scorer, pieces: Sequence[tuple], part="test", type_map=None) -> Fixed:
+    """One run assembled from other runs, one per unit: ``[(run, task), ...]``.
+
+    Fig. 3's side "RegMean" scores each pair's merge on each of the pair's domains: the
+    comparison's tasks are the pieces' tasks, in order.
+    """
+    return Fixed([run_predictions(scorer, r, t, part, type_map) for r, t in pieces])
+
+
+def paired_difference(
+    scorer,
+    a: Sequence,
+    b: Sequence,
+    tasks: Sequence[Task],
+    *,
+    part: str = "test",
+    type_map=None,
+    n_boot: int = 1000,
+    level: float = 0.95,
+    seed: int = 0,
+) -> Estimate:
+    """Paired interval of ``score(A) − score(B)`` over the test examples of ``tasks``.
+
+    Parameters
+    ----------
+    scorer : lmsim.merge_setups.Scorer
+    a, b : sequence of runs
+        Each side's runs (a model, ``(name, model)`` or :class:`Fixed`): one per fine-tuning
+        seed (a merge per seed), or the individual models a floor averages. A side's score
+        is the mean over its runs.
+    tasks : sequence of Task
+        Scored on ``part``; the score is the mean over the tasks of each task's metric.
+    part : str
+    type_map : dict, optional
+        As in :func:`run_predictions`.
+    n_boot, level, seed
+        As in :func:`lmsim.stats.paired_bootstrap`.
+
+    Returns
+    -------
+    Estimate
+        The difference, its percentile interval over the pooled test examples (resampled
+        once for both sides), ``unit`` naming the examples and both sides' run counts;
+        ``values``: each A run's difference against B's mean.
+    """
+    tasks = list(tasks)
+    if not a or not b:
+        raise ValueError("each side needs at least one run")
+    table = _Table(tasks, part, _predictions(scorer, [*a, *b], tasks, part, type_map))
+    rows_a = np.stack([table.rows(s) for s in range(len(a))])
+    rows_b = np.stack([table.rows(len(a) + s) for s in range(len(b))])
+    return paired_bootstrap(
+        rows_a,
+        rows_b,
+        table.statistic,
+        unit="test examples",
+        seeds="mean",
+        n_boot=n_boot,
+        level=level,
+        seed=seed,
+    )
