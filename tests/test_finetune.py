@@ -323,3 +323,19 @@ def test_hf_classification_reads_train_and_validation(monkeypatch):
     assert d["train_labels"] == [1, 0]
     with pytest.raises(ValueError, match="hf:<dataset>"):
         load_classification("hf:")
+
+
+@pytest.mark.parametrize("labels", [["neg", "pos"], ["a", "b", "c"]])
+def test_head_is_drawn_from_head_seed_whatever_its_shape(labels):
+    """A 2-label head has the shape of the loaded model's own untrained head: it must still
+    come from ``head_seed`` (the "DH" variant and per-seed heads), the body from the base."""
+    from lmsim.finetune._heads import _new_classifier
+
+    settings = FinetuneSettings(base="tiny-bert")
+    a, _ = _new_classifier(settings, labels, 0, "cpu", "single_label")
+    b, _ = _new_classifier(settings, labels, 1000, "cpu", "single_label")
+    again, _ = _new_classifier(settings, labels, 0, "cpu", "single_label")
+    assert not torch.equal(a.classifier.weight, b.classifier.weight)
+    assert torch.equal(a.classifier.weight, again.classifier.weight)
+    body = [k for k in a.state_dict() if not k.startswith("classifier.")]
+    assert all(torch.equal(a.state_dict()[k], b.state_dict()[k]) for k in body)

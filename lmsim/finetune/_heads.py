@@ -99,10 +99,14 @@ def _new_classifier(
         config.problem_type = PROBLEM_TYPES[kind]
     torch.manual_seed(head_seed)
     out = type(model)(config)
-    # Every pretrained tensor of the right shape; a head of another size stays as drawn.
+    # Every pretrained tensor of the body; the head stays as drawn from `head_seed`, also
+    # when the loaded model's own (untrained) head has its shape.
     fresh = out.state_dict()
+    head = re.compile(head_pattern(out))
     state = {
-        k: v for k, v in model.state_dict().items() if k in fresh and v.shape == fresh[k].shape
+        k: v
+        for k, v in model.state_dict().items()
+        if k in fresh and v.shape == fresh[k].shape and not head.match(k)
     }
     out.load_state_dict(state, strict=False)
     return out.to(device), tokenizer

@@ -11,7 +11,10 @@ from dataclasses import dataclass
 from lmsim.encoding import check_kind, input_form
 from lmsim.tasks import check_label_names, check_labels
 
-_FORMAT = 1  # bump when training changes what a digest's weights are
+# Bump when training changes what a digest's weights are. 2 (2026-11-26): a head of the
+# base model's own shape (2 labels, DistilBERT's pre_classifier) was copied from the loaded
+# model instead of drawn from `head_seed`, so seeds and the "DH" variant shared it.
+_FORMAT = 2
 _FREEZE = ("none", "bottom", "top")
 
 
