@@ -21,7 +21,7 @@ import numpy as np
 from lmsim.data.smoke import generate_smoke_sentences
 
 # Rows per split: train, validation, test; a text corpus has `corpus` rows in its one split.
-SIZES = {"train": 64, "validation": 32, "test": 32, "corpus": 1000}
+SIZES = {"train": 64, "validation": 32, "test": 32, "corpus": 3000}  # corpus: LMD at T = 512
 
 # Universal Dependencies' UPOS ClassLabel, in the hub's id order.
 UD_UPOS = (

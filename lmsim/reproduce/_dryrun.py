@@ -50,15 +50,17 @@ TINY: dict[str, Any] = {
     "n_sentences": 24,
     "n_attn_sentences": 12,
     "n_pos_sentences": 50,
-    "max_docs": 1000,
-    # LMD: more train chunks than a stand-in's width (32), so the ridge-free fits are exact
-    "n_train": lambda v: {k: 48 for k in v} if isinstance(v, dict) else 32,
-    "n_test": lambda v: {k: 16 for k in v} if isinstance(v, dict) else (16 if v else 0),
+    "max_docs": 4000,  # LMD at T = 512: n_train + n_test chunks of 512 tokens
+    # LMD: more train chunks than the widest basis of stand-ins (11 x 32 = 352 of the paper's
+    # 12 models), so the ridge-free fits and their Stein-corrected R² are finite
+    "n_train": lambda v: {k: 480 for k in v} if isinstance(v, dict) else 480,
+    "n_test": lambda v: {k: 32 for k in v} if isinstance(v, dict) else (32 if v else 0),
     "n_dev": 12,
     "n_transfer": 16,
     "seq_lens": lambda v: {k: _ends(ts) for k, ts in v.items()},
-    "appendix_sizes": [48, 16],
+    "appendix_sizes": [448, 32],  # above the widest basis (352); one stand-in corpus holds 510 chunks of 512
     "shard_size": 8,  # at least two test shards for the shard bootstrap
+    "test_shard_size": 8,  # LMD's test shards (the bootstrap's units): four of the 32
     "batch_size": 8,
     # training
     "zoo_profile": "smoke",  # the zoo's `gpu` build trains 20,000 steps of a 512-wide model
