@@ -16,6 +16,7 @@ from lmsim.data import keyword_domains, load_classification, noniid_partitions
 from lmsim.finetune import (
     FinetuneSettings,
     accuracy,
+    accuracy_gap,
     finetune,
     finetune_facts,
     finetune_multitask,
@@ -183,6 +184,41 @@ def test_freeze_setting_enters_the_digest():
         FinetuneSettings(n_frozen=1, freeze="none")
     with pytest.raises(ValueError, match="`freeze` must be one of"):
         FinetuneSettings(freeze="middle")
+
+
+def test_seed_enters_the_digest_and_seed_zero_keeps_it():
+    from lmsim.finetune import _digest
+
+    tasks = {"t": (["a b", "c d"], [0, 1], ["x", "y"])}
+    digests = {
+        s: _digest(tasks, FinetuneSettings(base="tiny-bert", seed=s, head_seed=s)) for s in range(3)
+    }
+    assert len(set(digests.values())) == 3  # one cache folder per fine-tuning seed
+    assert digests[0] == _digest(tasks, FinetuneSettings(base="tiny-bert"))  # seed 0 as before
+
+
+def test_accuracy_gap_over_seeds_matches_a_naive_t_interval():
+    rng = np.random.default_rng(0)
+    a = rng.random((3, 200)) < 0.8
+    b = rng.random((3, 200)) < 0.7
+    gap = accuracy_gap(a, b)
+    diffs = [a[s].mean() - b[s].mean() for s in range(3)]
+    mean, sd = np.mean(diffs), np.std(diffs, ddof=1)
+    half = 4.302652729911275 * sd / np.sqrt(3)  # t(0.975, 2 degrees of freedom)
+    assert gap.estimate == pytest.approx(mean)
+    assert (gap.low, gap.high) == pytest.approx((mean - half, mean + half))
+    assert gap.values == pytest.approx(tuple(diffs))
+    assert gap.unit == "fine-tuning seeds" and gap.n == 3
+    one = accuracy_gap(a[0], b[0], n_boot=200)  # one seed: paired over the test examples
+    assert one.unit == "test examples"
+    assert one.estimate == pytest.approx(a[0].mean() - b[0].mean())
+    assert one.low <= one.estimate <= one.high
+    worst = accuracy_gap(a, b, seeds="min", n_boot=200)  # the seed with the smallest gap
+    assert worst.unit == "test examples" and worst.estimate == pytest.approx(min(diffs))
+    with pytest.raises(ValueError, match="n_seeds, n_test"):
+        accuracy_gap(a, b[:2])
+    with pytest.raises(ValueError, match="'summary' or 'min'"):
+        accuracy_gap(a, b, seeds="max")
 
 
 # ------------------------------------------------------------------ training and caching

@@ -37,7 +37,8 @@ Head initialisation. Every model of one call draws its head from ``head_seed`` (
 The package, by concern: ``_settings`` (:class:`FinetuneSettings`, checking a task's
 inputs and labels, the cache digest), ``_heads`` (frozen layers, fresh and transplanted task
 heads), ``_train`` (the training run, the cache folder, :func:`finetune`,
-:func:`finetune_multitask`, :func:`load_finetuned`), ``_evaluate`` (logits and accuracy).
+:func:`finetune_multitask`, :func:`load_finetuned`), ``_evaluate`` (logits, accuracy and :func:`accuracy_gap` over
+seeds).
 
 References
 ----------
@@ -45,7 +46,7 @@ Jin, Ren, Preotiuc-Pietro & Cheng (2023). Dataless Knowledge Fusion by Merging W
 Language Models. ICLR. Sec. 4.1 (MTL, individual models), App. B (training details).
 """
 
-from lmsim.finetune._evaluate import accuracy, majority_baseline, predict_logits
+from lmsim.finetune._evaluate import accuracy, accuracy_gap, majority_baseline, predict_logits
 from lmsim.finetune._heads import freeze_layers, freeze_lower_layers, head_pattern, with_head
 from lmsim.finetune._settings import FinetuneSettings
 from lmsim.finetune._settings import _check_task as _check_task
@@ -65,6 +66,7 @@ __all__ = [
     "predict_logits",
     "head_pattern",
     "accuracy",
+    "accuracy_gap",
     "majority_baseline",
     "with_head",
 ]

@@ -79,7 +79,7 @@ def wu_attention(params: Mapping, machine: Machine) -> Estimate:
 def wu_finetuning(params: Mapping, machine: Machine) -> Estimate:
     """Wu et al. page 03: joint word moments of the base and its fine-tuned copies (every
     hidden state), attention maps, and Table 1's fine-tunes (each frozen depth, at the
-    bottom and the top, and the full model)."""
+    bottom and the top, and the full model, at each of ``ft_seeds``)."""
     est = Estimate(
         "", knobs={"gpu": "finetuned", "disk": "cache_moments", "ram": "n_attn_sentences"}
     )
@@ -90,7 +90,7 @@ def wu_finetuning(params: Mapping, machine: Machine) -> Estimate:
     _pairs_or_joint(est, models, params, machine, params["n_sentences"], "word moments")
     zoo = params.get("zoo_profile", "default")
     base = _shape(params["ft_base"], zoo)
-    n_ft = 1 + 2 * len(params["ft_frozen"])
+    n_ft = (1 + 2 * len(params["ft_frozen"])) * len(params.get("ft_seeds") or [0])
     rows = DATASET_ROWS.get(params["ft_set"], DEFAULT_ROWS)
     n_train = min(params["n_ft_train"], rows) if params["n_ft_train"] else rows
     for _ in range(n_ft):
