@@ -58,7 +58,10 @@ TINY: dict[str, Any] = {
     "n_dev": 12,
     "n_transfer": 16,
     "seq_lens": lambda v: {k: _ends(ts) for k, ts in v.items()},
-    "appendix_sizes": [448, 32],  # above the widest basis (352); one stand-in corpus holds 510 chunks of 512
+    "appendix_sizes": [
+        448,
+        32,
+    ],  # above the widest basis (352); one stand-in corpus holds 510 chunks of 512
     "shard_size": 8,  # at least two test shards for the shard bootstrap
     "test_shard_size": 8,  # LMD's test shards (the bootstrap's units): four of the 32
     "batch_size": 8,
