@@ -41,15 +41,17 @@ from lmsim.finetune import (
 PINNED_TEXTS = ["the film was great", "a dull and boring plot", "Ünïcode — text ✓", "ok"]
 
 
-def test_single_label_digest_of_plain_texts_is_unchanged():
+def test_single_label_digest_of_plain_texts_is_pinned():
+    """Digests change only with the cache format: format 2 (heads drawn from head_seed
+    whatever their shape) replaced format 1's 79f8d720e39cf00a and 7a469ea6e8372bd6."""
     tasks = {"clf": _check_task("clf", PINNED_TEXTS, [1, 0, 1, 0], ["neg", "pos"])}
-    assert _digest(tasks, FinetuneSettings()) == "79f8d720e39cf00a"
+    assert _digest(tasks, FinetuneSettings()) == "dd05eb5659c8012b"
     two = {
         "a": _check_task("a", PINNED_TEXTS, [1, 0, 1, 0], ["neg", "pos"]),
         "b": _check_task("b", PINNED_TEXTS[:3], [0, 2, 1], ["x", "y", "z"]),
     }
     settings = FinetuneSettings(base="tiny-bert", n_frozen=1, freeze="top", epochs=2.5)
-    assert _digest(two, settings) == "7a469ea6e8372bd6"
+    assert _digest(two, settings) == "515421f0eaff0789"
 
 
 # ------------------------------------------------------------------ setup
