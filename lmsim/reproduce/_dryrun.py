@@ -50,18 +50,14 @@ TINY: dict[str, Any] = {
     "n_sentences": 24,
     "n_attn_sentences": 12,
     "n_pos_sentences": 50,
-    "max_docs": 4000,  # LMD at T = 512: n_train + n_test chunks of 512 tokens
-    # LMD: more train chunks than the widest basis of stand-ins (11 x 32 = 352 of the paper's
-    # 12 models), so the ridge-free fits and their Stein-corrected R² are finite
-    "n_train": lambda v: {k: 480 for k in v} if isinstance(v, dict) else 480,
-    "n_test": lambda v: {k: 32 for k in v} if isinstance(v, dict) else (32 if v else 0),
+    "max_docs": 1000,
+    # more train chunks than a stand-in's width (32); LMD's own sizes: TINY_BY_CHAPTER
+    "n_train": lambda v: {k: 48 for k in v} if isinstance(v, dict) else 32,
+    "n_test": lambda v: {k: 16 for k in v} if isinstance(v, dict) else (16 if v else 0),
     "n_dev": 12,
     "n_transfer": 16,
     "seq_lens": lambda v: {k: _ends(ts) for k, ts in v.items()},
-    "appendix_sizes": [
-        448,
-        32,
-    ],  # above the widest basis (352); one stand-in corpus holds 510 chunks of 512
+    "appendix_sizes": [48, 16],
     "shard_size": 8,  # at least two test shards for the shard bootstrap
     "test_shard_size": 8,  # LMD's test shards (the bootstrap's units): four of the 32
     "batch_size": 8,
@@ -105,15 +101,30 @@ RESAMPLES: dict[str, int] = {
 }
 
 
+# A chapter's own dry-run sizes, over TINY's. LMD: more train chunks than the widest basis
+# of stand-ins (11 x 32 = 352 of the paper's 12 models), so the ridge-free fits and their
+# Stein-corrected R² are finite, and a corpus long enough for them at T = 512.
+TINY_BY_CHAPTER: dict[str, dict[str, Any]] = {
+    "zhang2022_lmd": {
+        "n_train": lambda v: {k: 480 for k in v} if isinstance(v, dict) else 480,
+        "n_test": lambda v: {k: 32 for k in v} if isinstance(v, dict) else (32 if v else 0),
+        "appendix_sizes": [448, 32],  # one stand-in corpus holds 510 chunks of 512 tokens
+        "max_docs": 4000,
+    },
+}
+
+
 def dry_run_parameters(
-    parameters: Mapping[str, Any], declared: Sequence[str] = ()
+    parameters: Mapping[str, Any], declared: Sequence[str] = (), slug: str | None = None
 ) -> dict[str, Any]:
-    """``parameters`` (a page's profile values) with every size of :data:`TINY` scaled down,
-    and every resampling count of :data:`RESAMPLES` the page ``declared`` set."""
+    """``parameters`` (a page's profile values) with every size of :data:`TINY` (and of the
+    chapter ``slug``'s :data:`TINY_BY_CHAPTER`) scaled down, and every resampling count of
+    :data:`RESAMPLES` the page ``declared`` set."""
+    sizes = {**TINY, **TINY_BY_CHAPTER.get(slug or "", {})}
     out = dict(parameters)
     for key, value in parameters.items():
-        if key in TINY:
-            tiny = TINY[key]
+        if key in sizes:
+            tiny = sizes[key]
             out[key] = tiny(value) if callable(tiny) else tiny
     out.update({key: n for key, n in RESAMPLES.items() if key in declared})
     return out
@@ -126,7 +137,9 @@ def dry_run_runs(runs: list[NotebookRun], root: Path, output_dir: Path | None) -
         dataclasses.replace(
             run,
             output=out_root / run.slug / f"{run.name}.ipynb",
-            parameters=dry_run_parameters(run.parameters, declared_parameters(run.source)),
+            parameters=dry_run_parameters(
+                run.parameters, declared_parameters(run.source), run.slug
+            ),
         )
         for run in runs
     ]
