@@ -19,6 +19,8 @@ ZOO_PROFILES: dict[str, str] = {
 # `gpu` profile is the default profile's offline data at the scale of one GPU machine, for the
 # pages sized for it; their executed pages go into the book beside the default ones.
 OPT_IN_PROFILES: tuple[str, ...] = ("gpu",)
+# Profiles whose executed pages are the book's (book/): the default and the opt-in ones.
+BOOK_PROFILES: tuple[str, ...] = ("default", *OPT_IN_PROFILES)
 MANIFEST = Path("notebooks") / "runs.yml"
 _CHAPTER_KEYS = {"slug", "title", "notebooks"}
 _ENTRY_KEYS = {"name", "source", "verify", "title"}
@@ -201,13 +203,11 @@ def is_skipped(entry: Mapping[str, Any], profile: str) -> bool:
 def book_profile(entry: Mapping[str, Any]) -> str | None:
     """The profile whose execution of the entry's page the book shows.
 
-    ``"default"`` unless the page is marked ``default: skip``; then ``"gpu"`` when it declares
-    ``gpu`` parameters (executed on a GPU machine with ``--profile gpu`` and committed: a CPU
-    build keeps that page as it is), else None (not in the book).
+    ``"default"`` unless the page is marked ``default: skip``; then the first opt-in profile
+    it declares parameters for (``"gpu"``: executed on a GPU machine with ``--profile gpu``
+    and committed, a CPU build keeps that page as it is), else None (not in the book).
     """
-    if not is_skipped(entry, "default"):
-        return "default"
-    return "gpu" if not is_skipped(entry, "gpu") else None
+    return next((p for p in BOOK_PROFILES if not is_skipped(entry, p)), None)
 
 
 def page_sources(manifest: Mapping[str, Any]) -> dict[str, str]:
@@ -237,7 +237,7 @@ def output_dir_for(profile: str, root: str | Path, output_dir: str | Path | None
     if output_dir is not None:
         return Path(output_dir)
     root = Path(root)
-    return root / "book" if profile in ("default", "gpu") else root / "_build" / profile
+    return root / "book" if profile in BOOK_PROFILES else root / "_build" / profile
 
 
 def _check_profile(profile: str) -> None:
