@@ -102,23 +102,10 @@ def model_names(args) -> list[str]:
 
 def extract(args, console: Console, texts: list):
     """``extract_moments`` with the command's options; ``texts`` as ``pooling`` wants them."""
-    from lmsim.extract import extract_moments
+    from lmsim.extract.cli import moments_from_options
 
-    return extract_moments(
-        model_names(args),
-        texts,
-        layers=layer_spec(args.layers),
-        pooling=args.pooling,
-        subword=args.subword,
-        max_length=args.max_length,
-        batch_size=args.batch_size,
-        shard_size=args.shard_size,
-        device=args.device,
-        dtype=args.dtype,
-        cache=not args.no_cache,
-        zoo_profile=args.zoo_profile,
-        progress=console.progress,
-    )
+    layers = layer_spec(args.layers)
+    return moments_from_options(args, model_names(args), texts, layers, console.progress)
 
 
 def pooled_texts(args, texts: list[str]) -> list:

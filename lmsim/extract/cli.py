@@ -9,6 +9,27 @@ from lmsim.extract.distributed import LauncherProcessGroup
 from lmsim.extract.streaming import extract_moments
 
 
+def moments_from_options(args, models, texts, layers, progress: bool):
+    """:func:`extract_moments` with the extraction options both command lines share
+    (``pooling, subword, max_length, batch_size, shard_size, device, dtype, no_cache,
+    zoo_profile``: ``python -m lmsim.extract`` and ``lmsim extract``)."""
+    return extract_moments(
+        models,
+        texts,
+        layers=layers,
+        pooling=args.pooling,
+        subword=args.subword,
+        max_length=args.max_length,
+        batch_size=args.batch_size,
+        shard_size=args.shard_size,
+        device=args.device,
+        dtype=args.dtype,
+        cache=not args.no_cache,
+        zoo_profile=args.zoo_profile,
+        progress=progress,
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m lmsim.extract``: moments of a corpus, on one process or data parallel.
 
@@ -58,21 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         layers = (
             args.layers[0] if args.layers in (["all"], ["last"]) else list(map(int, args.layers))
         )
-        mom = extract_moments(
-            args.models,
-            texts,
-            layers=layers,
-            pooling=args.pooling,
-            subword=args.subword,
-            max_length=args.max_length,
-            batch_size=args.batch_size,
-            shard_size=args.shard_size,
-            device=args.device,
-            dtype=args.dtype,
-            cache=not args.no_cache,
-            zoo_profile=args.zoo_profile,
-            progress=True,
-        )
+        mom = moments_from_options(args, args.models, texts, layers, progress=True)
         if group.rank == 0:
             mom.save(args.out)
             print(f"{mom.n:,} rows x {mom.total_dim:,} features -> {args.out}")
