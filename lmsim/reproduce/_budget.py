@@ -139,11 +139,17 @@ class RunBudget:
 def run_budget(
     runs: Sequence, machine: Machine | None = None, keep_cache: bool = False
 ) -> RunBudget:
-    """Plan ``runs`` (``plan_runs``'s output) on ``machine`` (default: this one)."""
+    """Plan ``runs`` (``plan_runs``'s output) on ``machine`` (default: this one); a page
+    the planner cannot estimate (no estimator, a model of unknown shape) is not checked."""
     from lmsim.reproduce._estimates import plan_resources
 
     machine = machine or detect_machine()
-    estimates = plan_resources(runs, machine)
+    estimates = []
+    for run in runs:
+        try:
+            estimates += plan_resources([run], machine)
+        except KeyError as err:  # no estimator, or a model the planner has no shape for
+            estimates.append(Estimate(run.key, notes=[f"not planned: {err.args[0]}"]))
     release = not keep_cache and needs_release(estimates, machine)
     return RunBudget(machine, estimates, release)
 

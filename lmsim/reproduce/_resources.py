@@ -36,6 +36,13 @@ GB = 1e9
 BASE_RAM = 1.5 * GB
 # GPU memory CUDA's context and allocator hold before any tensor (H100, torch 2.x).
 BASE_GPU = 0.6 * GB
+# Host bytes a token costs once tokenised for one model and aligned (``_Encoded``: ids as
+# a Python list, rows, positions and weights as arrays; texts included): 63-69 B measured
+# with tracemalloc (1,000 and 3,000 texts of T = 512, MiniLM's WordPiece, mean pooling).
+ENCODED_BYTES_PER_TOKEN = 65.0
+# What a batch tokenisation holds besides, while it runs for one model (the tokenizer's
+# encodings and BatchEncoding lists): RSS grew by 250-390 B a token in the same runs.
+TOKENIZER_BYTES_PER_TOKEN = 300.0
 
 
 @dataclass(frozen=True)
@@ -52,13 +59,25 @@ class Machine:
         Dense GEMM limits: the H100 80GB HBM3 measured by ``benchmarks/bench_gpu.py``
         (``torch.mm``, TF32 off: 52, 795, 56 TFLOP/s; ``benchmarks/results/gpu.json``).
     forward_efficiency : float
-        Fraction of the precision's limit a forward pass reaches: 0.30, the bare BERT-base
-        forward measured at T = 128 (29.8 % of the bf16 peak; ``gpu.json``).
+        Fraction of the precision's limit a 16-bit forward pass reaches: 0.30, the bare
+        BERT-base forward measured at T = 128 (29.8 % of the bf16 peak; ``gpu.json``).
+    forward_efficiency_fp32 : float
+        The same for a float32 forward (TF32 off): 0.8, *derived, not measured*: of the
+        bf16 forward's 0.59 µs a token, 0.22 µs are GEMMs at the measured bf16 limit and
+        ~0.37 µs the rest (memory-bound layers, launches); in float32 the GEMMs take
+        3.35 µs at the measured 52 TFLOP/s and the rest ~0.74 µs (twice the bytes), so
+        GEMM FLOPs / time ≈ 0.8 of the float32 limit. Applying bf16's 0.30 to float32
+        (as plans did before) made float32 extraction 2.7x slower than it can be.
     train_efficiency : float
         The same for training steps: 0.15, the two-tower runs measured at 8.7-20.6 % MFU
         (``twotower_gpu.json``).
     cpu_gflops : float
         float64 GEMM of the host for CPU-side statistics (16 cores: ~600 GFLOP/s).
+    tokenise_us_per_text, tokenise_us_per_token : float
+        Host time to tokenise a text for one model and align its rows (``_encode``):
+        43.5 µs a text + 0.175 µs a token, fitted to the two measured ``plan_seconds`` of
+        ``gpu_extraction_deferred_sync.json`` (8,192 texts of T = 128: 0.54 s; 2,048 of
+        T = 512: 0.27 s; the H100 machine's 16-core host).
     """
 
     name: str = "1x H100 80GB, 128 GB RAM, 64 GB disk"
@@ -69,8 +88,11 @@ class Machine:
     gpu_bf16_tflops: float = 795.0
     gpu_fp64_tflops: float = 56.0
     forward_efficiency: float = 0.30
+    forward_efficiency_fp32: float = 0.8
     train_efficiency: float = 0.15
     cpu_gflops: float = 600.0
+    tokenise_us_per_text: float = 43.5
+    tokenise_us_per_token: float = 0.175
 
     def flops_per_s(self, dtype: str, training: bool = False) -> float:
         """Sustained FLOP/s of model work in ``dtype`` ("float32", "bfloat16", "float64")."""
@@ -82,8 +104,18 @@ class Machine:
         }[dtype]
         if self.gpu_memory_gb <= 0:  # no GPU: the host's float64 GEMM rate for everything
             return self.cpu_gflops * 1e9 * (0.5 if training else 1.0)
-        eff = self.train_efficiency if training else self.forward_efficiency
+        if training:
+            eff = self.train_efficiency
+        elif dtype == "float32":
+            eff = self.forward_efficiency_fp32
+        else:
+            eff = self.forward_efficiency
         return peak * 1e12 * eff
+
+    def tokenise_seconds(self, n_texts: float, tokens_per_text: float) -> float:
+        """Host seconds to tokenise ``n_texts`` texts for one model."""
+        per = self.tokenise_us_per_text + self.tokenise_us_per_token * tokens_per_text
+        return n_texts * per * 1e-6
 
     def statistics_flops_per_s(self) -> float:
         """float64 co-moment updates (``syrk`` / ``addmm_``): 90 % of the fp64 GEMM limit on
