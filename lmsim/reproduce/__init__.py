@@ -68,6 +68,7 @@ The package, by concern: :mod:`~lmsim.reproduce._manifest` (the manifest),
 """
 
 # Names outside __all__ are re-exported too: tests and other modules use them.
+from lmsim.reproduce._budget import PlanError, check_plan
 from lmsim.reproduce._cli import main
 from lmsim.reproduce._execute import RunResult, execute_run, failed_path
 from lmsim.reproduce._manifest import (  # noqa: F401
@@ -122,4 +123,6 @@ __all__ = [
     "chapter_status_markdown",
     "write_toc",
     "main",
+    "check_plan",
+    "PlanError",
 ]

@@ -183,7 +183,7 @@ def check_plan(
     PlanError
         It does not fit: the message names the page, the resource and the parameter.
     """
-    from lmsim.reproduce._estimates import ESTIMATORS
+    from lmsim.reproduce._estimates import ESTIMATORS, estimate_page
     from lmsim.reproduce._manifest import find_root
 
     if page not in ESTIMATORS:
@@ -196,8 +196,7 @@ def check_plan(
         resolved = spec
     else:
         resolved = load_machine(spec) if spec else detect_machine()
-    est = ESTIMATORS[page]({**declared, **given}, resolved)
-    est.page = page
+    est = estimate_page(page, {**declared, **given}, resolved)
     lines = page_problems(est, resolved)
     if lines:
         raise PlanError("the plan does not fit: " + "; ".join(lines))

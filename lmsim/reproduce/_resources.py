@@ -31,9 +31,13 @@ from typing import Any
 
 GB = 1e9
 
-# Host RAM of a kernel that imported torch, transformers and lmsim, before any data:
-# measured 0.9-1.1 GB RSS here (CPU torch); CUDA's context adds ~0.5 GB of host memory.
+# Host RAM of a kernel that imported torch, transformers and lmsim, before any data: on a
+# machine without a GPU 0.6 GB (peak RSS 0.59-0.65 GB over the smoke pages, whose data and
+# models are tiny: benchmarks/results/plan_smoke.json); CUDA's context adds ~0.9 GB of
+# host memory. Every page's RAM peak counts BASE_RAM once; `estimate_page` lowers it to
+# BASE_RAM_CPU on a machine without a GPU.
 BASE_RAM = 1.5 * GB
+BASE_RAM_CPU = 0.6 * GB
 # GPU memory CUDA's context and allocator hold before any tensor (H100, torch 2.x).
 BASE_GPU = 0.6 * GB
 # Host bytes a token costs once tokenised for one model and aligned (``_Encoded``: ids as
