@@ -1096,3 +1096,17 @@ def test_a_tokenisation_error_in_the_background_reaches_the_caller(tiny, monkeyp
     monkeypatch.setattr(ex_streaming, "_shard_plan", second_fails)
     with pytest.raises(ValueError, match="tokeniser broke on shard 2"):
         _corpus_order_shards({"bert": tiny["bert"]}, layers="last", **KW)
+
+
+def test_moments_that_cannot_fit_are_refused_before_any_forward_pass(tiny, monkeypatch):
+    from lmsim.extract import room
+
+    def no_forward(*args, **kwargs):
+        raise AssertionError("a forward pass ran")
+
+    monkeypatch.setattr(room, "_free_bytes", lambda device: 1000.0)
+    monkeypatch.setattr(ex_streaming, "_pooled_batches", no_forward)
+    with pytest.raises(MemoryError, match=r"hold 7 float64 moments .* larger shard_size"):
+        _corpus_order_shards({"bert": tiny["bert"]}, layers="last", **KW)
+    with pytest.raises(MemoryError, match=r"hold 2 float64 moments .* fewer layers"):
+        extract_moments({"bert": tiny["bert"]}, TEXTS, cache=False, **KW)

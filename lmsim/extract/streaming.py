@@ -26,6 +26,7 @@ from lmsim.extract.pooling import (
     _shard_plan,
     _text_lengths,
 )
+from lmsim.extract.room import check_room
 from lmsim.extract.shard_cache import (
     _claim_shard,
     _load_shard,
@@ -211,6 +212,8 @@ def extract_moments(
     )
     shard_ids = _shards(plan, int(shard_size), by_length=not return_shards)
     mine = [k for k in range(len(shard_ids)) if _owner(k, world) == rank]
+    # Before any forward pass: the moments it will hold must fit where they are held.
+    check_room(plan.runs, plan.device, len(mine) + 1 if return_shards else 2, return_shards)
     store = None
     if cache:
         fields = {
