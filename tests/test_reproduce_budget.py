@@ -156,3 +156,30 @@ def test_check_plan_names_page_resource_and_parameter():
 def test_cache_root_follows_lmsim_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("LMSIM_CACHE", str(tmp_path))
     assert _budget.cache_root() == tmp_path
+
+
+def test_runner_releases_a_pages_scratch_when_the_run_needs_it(tmp_path, capsys, monkeypatch):
+    """A run that would not fit the disk keeping everything: after each page but the last,
+    the whole entries it created in its scratch globs are deleted; --keep-cache keeps them."""
+    monkeypatch.setenv("LMSIM_CACHE", str(tmp_path / "cache"))
+    made = {}
+
+    def fake_execute(run, *args, **kwargs):
+        folder = "finetune/regmean-" if "regmean" in run.slug else "twotower/paper/"
+        made[run.key] = _entry(tmp_path / "cache" / f"{folder}{run.name}-0")
+        return reproduce.RunResult(run, True, 0.1)
+
+    monkeypatch.setattr(reproduce._cli, "execute_run", fake_execute)
+    args = ["--root", str(ROOT), "--profile", "paper", "--output-dir", str(tmp_path / "out")]
+    args += ["--only", "jin2023_regmean", "he2022_twotower", "--machine", "disk_gb=40"]
+    assert reproduce.main(args) == 0
+    out = capsys.readouterr().out
+    assert "scratch cache entries are released" in out
+    assert out.count("released 1 scratch cache entry") == 2
+    regmean = [k for k in made if "regmean" in k]
+    assert len(regmean) == 2 and not any(made[k].exists() for k in regmean)
+    assert made["he2022_twotower/01_preference"].exists()  # the last page's stay
+    made.clear()
+    assert reproduce.main([*args, "--keep-cache"]) == 1  # refused: 58 GB kept > 40 GB
+    err = capsys.readouterr().err
+    assert "REFUSED" in err and "in use while it runs" in err
