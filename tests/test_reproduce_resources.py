@@ -290,6 +290,8 @@ def test_lmd_paper_time_is_one_pass_per_model_and_split():
     its limit ~9 h; in bf16 under 2 h; in bf16 without Appendix B's corpus under 1.5 h."""
     assert Machine().flops_per_s("float32") == pytest.approx(0.8 * 52e12)
     assert Machine().flops_per_s("bfloat16") == pytest.approx(0.3 * 795e12)
+    assert Machine().flops_per_s("float32", training=True) == pytest.approx(0.6 * 52e12)
+    assert Machine().flops_per_s("bfloat16", training=True) == pytest.approx(0.15 * 795e12)
     assert 8 * 3600 < _lmd().seconds < 10 * 3600
     assert _lmd("bfloat16").seconds < 2 * 3600
     assert _lmd("bfloat16", appendix=False).seconds < 1.5 * 3600

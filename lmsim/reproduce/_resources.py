@@ -73,8 +73,14 @@ class Machine:
         GEMM FLOPs / time ≈ 0.8 of the float32 limit. Applying bf16's 0.30 to float32
         (as plans did before) made float32 extraction 2.7x slower than it can be.
     train_efficiency : float
-        The same for training steps: 0.15, the two-tower runs measured at 8.7-20.6 % MFU
-        (``twotower_gpu.json``).
+        The same for 16-bit training steps: 0.15, the two-tower runs measured at 8.7-20.6 %
+        MFU (``twotower_gpu.json``; small towers, bound by kernel launches).
+    train_efficiency_fp32 : float
+        float32 training steps (TF32 off): 0.6, *derived, not measured*: a 768 x 12
+        tower trained in bf16 took 6.0 ns a token (20.4 % MFU, ``twotower_gpu.json``), of
+        which 1.5 ns GEMMs at the measured bf16 limit and 4.5 ns the rest; in float32 the
+        GEMMs take 23 ns at 52 TFLOP/s and the rest ~9 ns (twice the bytes): 0.72 of the
+        float32 limit, rounded down. bf16's 0.15 was applied to float32 fine-tunes before.
     cpu_gflops : float
         float64 GEMM of the host for CPU-side statistics (16 cores: ~600 GFLOP/s).
     tokenise_us_per_text, tokenise_us_per_token : float
@@ -94,6 +100,7 @@ class Machine:
     forward_efficiency: float = 0.30
     forward_efficiency_fp32: float = 0.8
     train_efficiency: float = 0.15
+    train_efficiency_fp32: float = 0.6
     cpu_gflops: float = 600.0
     tokenise_us_per_text: float = 43.5
     tokenise_us_per_token: float = 0.175
@@ -109,7 +116,7 @@ class Machine:
         if self.gpu_memory_gb <= 0:  # no GPU: the host's float64 GEMM rate for everything
             return self.cpu_gflops * 1e9 * (0.5 if training else 1.0)
         if training:
-            eff = self.train_efficiency
+            eff = self.train_efficiency_fp32 if dtype == "float32" else self.train_efficiency
         elif dtype == "float32":
             eff = self.forward_efficiency_fp32
         else:
