@@ -183,3 +183,11 @@ def test_runner_releases_a_pages_scratch_when_the_run_needs_it(tmp_path, capsys,
     assert reproduce.main([*args, "--keep-cache"]) == 1  # refused: 58 GB kept > 40 GB
     err = capsys.readouterr().err
     assert "REFUSED" in err and "in use while it runs" in err
+
+
+def test_machine_this_is_the_detected_one(tmp_path, monkeypatch):
+    from lmsim.reproduce._resources import load_machine
+
+    monkeypatch.setenv("LMSIM_CACHE", str(tmp_path / "not-yet"))
+    here = load_machine("this")
+    assert here.name.startswith("this machine") and here.ram_gb > 0 and here.disk_gb > 0

@@ -93,9 +93,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--machine",
         metavar="FILE|KEY=VALUE,...",
-        help="the machine plans are checked against (a YAML/JSON file or key=value pairs, "
-        "e.g. ram_gb=64,gpu_memory_gb=40); --plan's default is one H100 80 GB, 128 GB RAM, "
-        "64 GB disk, an execution's is this machine (its GPU, RAM and free disk)",
+        help="the machine plans are checked against (a YAML/JSON file, key=value pairs, "
+        "e.g. ram_gb=64,gpu_memory_gb=40, or 'this'); --plan's default is one H100 80 GB, "
+        "128 GB RAM, 64 GB disk, an execution's is this machine (its GPU, RAM and free disk)",
     )
     parser.add_argument(
         "--no-plan-check",

@@ -140,10 +140,13 @@ def load_machine(spec: str | None) -> Machine:
     """A :class:`Machine` from ``--machine``: a YAML/JSON file or ``key=value,key=value``.
 
     Keys are :class:`Machine`'s attributes (``ram_gb=64,disk_gb=500,gpu_memory_gb=40``);
-    those not given keep the default machine's values.
+    those not given keep the default machine's values. ``"this"``: this machine
+    (:func:`detect_machine`).
     """
     if not spec:
         return Machine()
+    if spec == "this":  # what the runner checks pages against when no --machine is given
+        return detect_machine()
     path = Path(spec)
     if path.is_file():
         import yaml
