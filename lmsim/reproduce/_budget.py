@@ -117,7 +117,10 @@ class RunBudget:
         return "; ".join(lines) if lines else None
 
     def before(self, index: int) -> set[Path]:
-        """The scratch entries already there before page ``index`` runs."""
+        """The scratch entries already there before page ``index`` runs (none looked for
+        when nothing is released)."""
+        if not self.release:
+            return set()
         return _entries(cache_root(), self.estimates[index].scratch)
 
     def after(self, index: int, before: set[Path]) -> str | None:
