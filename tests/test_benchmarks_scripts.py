@@ -128,3 +128,21 @@ def test_readme_table_has_a_row_per_standard_result():
     for name in readme_table.ROWS:
         if (results / name).exists():
             assert f"`{name}`" in text or name in text.splitlines()[-1], name
+
+
+def test_bench_plan_replans_a_measured_result_and_judges_it(tmp_path):
+    """bench_plan.py --replan: the planned side recomputed with the current estimators,
+    the ratios and the 1.5x verdicts from the measured side (nothing executed)."""
+    import shutil
+
+    bench_plan = pytest.importorskip("bench_plan")
+    results = Path(bench_plan.__file__).parent / "results"
+    copy = tmp_path / "plan_smoke.json"
+    shutil.copy(results / "plan_smoke.json", copy)
+    assert bench_plan.main(["--replan", str(copy)]) == 0
+    rows = json.loads(copy.read_text())["rows"]
+    assert len(rows) == 12 and all(r["ok"] for r in rows)
+    for row in rows:
+        assert row["ram_ratio"] == pytest.approx(row["planned_ram"] / row["measured_ram"])
+        assert row["ram_within"] == (1 / 1.5 <= row["ram_ratio"] <= 1.5)
+    assert "| page | planned RAM (GB) |" in bench_plan.table(rows)

@@ -1036,3 +1036,77 @@ def test_deferred_finiteness_checks_raise_for_the_first_bad_batch():
     ]
     with pytest.raises(ValueError, match=r"in \['m/b'\] for texts \[7, 3\]"):
         _check_finite(pending)
+
+
+# ------------------------------------------------- tokenised a shard at a time, overlapped
+def _corpus_order_shards(pairs, **kw):
+    return extract_moments(
+        pairs, TEXTS * 3, shard_size=5, batch_size=2, cache=False, return_shards=True, **kw
+    )
+
+
+@pytest.mark.parametrize("pooling", ["mean", "token"])
+def test_shard_at_a_time_tokenisation_gives_the_same_moments_bit_for_bit(
+    tiny, monkeypatch, pooling
+):
+    """Corpus-order shards tokenised one at a time on a background thread (the next while
+    the current one streams), one at a time without the thread, or all up front: the same
+    batches, so every shard's moments and the merge are equal bit for bit."""
+    pairs = {"bert": tiny["bert"], "bert2": tiny["bert"]} if pooling == "token" else tiny
+    kw = dict(pooling=pooling, layers="all", paper_compat_padding=pooling == "mean", **KW)
+    if pooling == "mean":
+        kw["max_length"] = 12
+    results = {}
+    for lazy, prefetch in ((True, True), (True, False), (False, False)):
+        monkeypatch.setattr(ex_streaming, "_LAZY_ENCODING", lazy)
+        monkeypatch.setattr(ex_streaming, "_PREFETCH", prefetch)
+        results[lazy, prefetch] = _corpus_order_shards(pairs, **kw)
+    (merged, parts), *others = results.values()
+    assert len(parts) > 2
+    for other, other_parts in others:
+        assert other.names == merged.names and other.n == merged.n
+        for a, b in zip([merged, *parts], [other, *other_parts]):
+            assert torch.equal(a.mean(a.names), b.mean(b.names))
+            assert torch.equal(a.cov(a.names), b.cov(b.names))
+
+
+def test_shard_tokenisation_runs_one_shard_ahead_on_one_thread(tiny, monkeypatch):
+    import threading
+
+    seen, real = [], ex_pooling._shard_plan
+
+    def spy(plan, ids):
+        seen.append((threading.current_thread().name, int(ids[0])))
+        return real(plan, ids)
+
+    monkeypatch.setattr(ex_streaming, "_shard_plan", spy)
+    _corpus_order_shards({"bert": tiny["bert"]}, layers="last", **KW)
+    assert [first for _, first in seen] == list(range(0, 3 * len(TEXTS), 5))
+    assert {name.split("_")[0] for name, _ in seen} == {"lmsim-tokenise"}
+
+
+def test_a_tokenisation_error_in_the_background_reaches_the_caller(tiny, monkeypatch):
+    real = ex_pooling._shard_plan
+
+    def second_fails(plan, ids):
+        if ids[0] > 0:
+            raise ValueError("tokeniser broke on shard 2")
+        return real(plan, ids)
+
+    monkeypatch.setattr(ex_streaming, "_shard_plan", second_fails)
+    with pytest.raises(ValueError, match="tokeniser broke on shard 2"):
+        _corpus_order_shards({"bert": tiny["bert"]}, layers="last", **KW)
+
+
+def test_moments_that_cannot_fit_are_refused_before_any_forward_pass(tiny, monkeypatch):
+    from lmsim.extract import room
+
+    def no_forward(*args, **kwargs):
+        raise AssertionError("a forward pass ran")
+
+    monkeypatch.setattr(room, "_free_bytes", lambda device: 1000.0)
+    monkeypatch.setattr(ex_streaming, "_pooled_batches", no_forward)
+    with pytest.raises(MemoryError, match=r"hold 7 float64 moments .* larger shard_size"):
+        _corpus_order_shards({"bert": tiny["bert"]}, layers="last", **KW)
+    with pytest.raises(MemoryError, match=r"hold 2 float64 moments .* fewer layers"):
+        extract_moments({"bert": tiny["bert"]}, TEXTS, cache=False, **KW)

@@ -18,6 +18,7 @@ from lmsim.reproduce._estimates import ESTIMATORS, plan_resources
 from lmsim.reproduce._resources import (
     GB,
     SHAPES,
+    Estimate,
     Machine,
     load_machine,
     model_shape,
@@ -270,3 +271,44 @@ def test_regmean_gram_bytes_are_those_collect_grams_returns():
     grams = collect_grams(model, tok, texts, device="cpu", progress=False)
     got = sum(g.numel() * g.element_size() for g in grams.values())
     assert _grams_bytes(Shape(32, 2, len(tok), 0.0, 2, 96)) == got
+
+
+# ------------------------------------------------------------------ issue 31: LMD's plan
+def _lmd(dtype=None, appendix=True):
+    run = next(r for r in _runs("paper") if r.key == "zhang2022_lmd/01_decomposition")
+    params = dict(run.parameters)
+    if dtype:
+        params["dtype"] = dtype
+    if not appendix:
+        params["appendix_corpora"] = []
+    return plan_resources([dataclasses.replace(run, parameters=params)], Machine())[0]
+
+
+def test_lmd_paper_time_is_one_pass_per_model_and_split():
+    """24.2 h before: float32 forwards at bf16's measured 0.30 of the limit. One pass per
+    model, T and split (no re-extraction per pair, seed or bootstrap): float32 at 0.8 of
+    its limit ~9 h; in bf16 under 2 h; in bf16 without Appendix B's corpus under 1.5 h."""
+    assert Machine().flops_per_s("float32") == pytest.approx(0.8 * 52e12)
+    assert Machine().flops_per_s("bfloat16") == pytest.approx(0.3 * 795e12)
+    assert Machine().flops_per_s("float32", training=True) == pytest.approx(0.6 * 52e12)
+    assert Machine().flops_per_s("bfloat16", training=True) == pytest.approx(0.15 * 795e12)
+    assert 8 * 3600 < _lmd().seconds < 10 * 3600
+    assert _lmd("bfloat16").seconds < 2 * 3600
+    assert _lmd("bfloat16", appendix=False).seconds < 1.5 * 3600
+
+
+def test_tokenisations_are_planned_in_host_ram_and_time():
+    """All texts' tokenisations for every model (the old path) would not fit the LMD page's
+    host; a shard at a time (return_shards) they do, and their time overlaps the GPU's."""
+    from lmsim.reproduce._estimates._common import Pass, moments_pass
+
+    shape = SHAPES["bert-base-uncased"]
+    models = [(f"m{i}", shape, shape.hidden) for i in range(12)]
+    params = {"device": "cuda", "dtype": "float32"}
+    whole, shards = Estimate(""), Estimate("")
+    moments_pass(whole, Pass(models, 512_000, 512_000, 512, 256, 12_800), params, Machine(), "x")
+    p = Pass(models, 512_000, 512_000, 512, 256, 12_800, cache=False, return_shards=True)
+    moments_pass(shards, p, params, Machine(), "x")
+    assert whole.ram > 128 * GB > 32 * GB > shards.ram
+    host = 12 * Machine().tokenise_seconds(512_000, 512)
+    assert whole.seconds == pytest.approx(shards.seconds + host)

@@ -123,12 +123,16 @@ def _check_finite(pending: list) -> None:
 
 @dataclass
 class _Plan:
+    """A run's models, its texts and their tokenisations (``encs``: one per model, or None
+    when the texts are tokenised a shard at a time: :func:`_shard_plan`)."""
+
     runs: list[_Run]
-    encs: list[_Encoded]
+    encs: list[_Encoded] | None
     device: torch.device
     amp_dtype: torch.dtype | None
     pad_to: int | None
     texts: list
+    encoding: tuple = ()  # pooling, subword, paper_compat_padding, lowercase
 
 
 def _plan(
@@ -144,7 +148,10 @@ def _plan(
     paper_compat_padding,
     lowercase,
     zoo_profile,
+    encode: bool = True,
 ) -> _Plan:
+    """Prepare the models and, with ``encode``, tokenise every text for each of them;
+    without, the texts are tokenised later, a shard at a time (:func:`_shard_plan`)."""
     if pooling not in POOLINGS:
         raise ValueError(f"`pooling` must be one of {POOLINGS}, got {pooling!r}")
     if subword not in SUBWORDS:
@@ -159,10 +166,25 @@ def _plan(
     device = resolve_device(device)
     amp_dtype = autocast_dtype(device, dtype)
     runs = _prepare(models, layers, max_length, device, dtype, zoo_profile)
-    encs = [_encode(r, texts, pooling, subword, paper_compat_padding, lowercase) for r in runs]
-    _check_alignment(runs, encs, pooling)
+    encoding = (pooling, subword, paper_compat_padding, lowercase)
+    encs = _encode_all(runs, texts, encoding) if encode else None
     pad_to = max_length if (paper_compat_padding and pooling == "mean") else None
-    return _Plan(runs, encs, device, amp_dtype, pad_to, texts)
+    return _Plan(runs, encs, device, amp_dtype, pad_to, texts, encoding)
+
+
+def _encode_all(runs: list[_Run], texts: list, encoding: tuple) -> list[_Encoded]:
+    encs = [_encode(r, texts, *encoding) for r in runs]
+    _check_alignment(runs, encs, encoding[0])
+    return encs
+
+
+def _shard_plan(plan: _Plan, ids: np.ndarray) -> _Plan:
+    """The plan of the texts ``ids`` alone, tokenised now: text ``j`` of the result is
+    ``plan.texts[ids[j]]``. Batches of ``arange(len(ids))`` in it are those of ``ids`` in
+    ``plan`` (:func:`_batches` sorts stably by length), so the moments are the same."""
+    texts = [plan.texts[i] for i in ids]
+    encs = _encode_all(plan.runs, texts, plan.encoding)
+    return _Plan(plan.runs, encs, plan.device, plan.amp_dtype, plan.pad_to, texts, plan.encoding)
 
 
 def _text_lengths(plan: _Plan) -> np.ndarray:

@@ -8,6 +8,7 @@ else claim and compute it), and merge them in shard order.
 from __future__ import annotations
 
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,7 +19,14 @@ import torch.distributed as dist
 from lmsim._threads import thread_policy
 from lmsim.extract.distributed import _device_scope, _owner, _plan_on_rank
 from lmsim.extract.hashing import _cache_key, _content_hash
-from lmsim.extract.pooling import _Plan, _pooled_batches, _progress, _text_lengths
+from lmsim.extract.pooling import (
+    _Plan,
+    _pooled_batches,
+    _progress,
+    _shard_plan,
+    _text_lengths,
+)
+from lmsim.extract.room import check_room
 from lmsim.extract.shard_cache import (
     _claim_shard,
     _load_shard,
@@ -30,6 +38,10 @@ from lmsim.extract.shard_cache import (
 from lmsim.moments import Moments
 
 _CLAIM_POLL_S = 0.5
+# Corpus-order shards (return_shards) tokenised a shard at a time, the next one on a
+# background thread while the current one streams (tests switch either off).
+_LAZY_ENCODING = True
+_PREFETCH = True
 # A corrupt cache entry is reported at the line that called extract_moments: move_aside,
 # the reader, _cached_shard, _resolve_shard, _resolve_shards, extract_moments, its
 # @thread_policy wrapper, the caller.
@@ -127,7 +139,9 @@ def extract_moments(
         Show a tqdm bar with tokens/s.
     return_shards : bool
         Also return the list of per-shard moments (shards in corpus order, see
-        ``shard_size``).
+        ``shard_size``). The texts are then tokenised a shard at a time, on a background
+        thread, the next shard while the current one streams (host memory holds two
+        shards' tokenisations, not the corpus's); the moments are the same bit for bit.
     zoo_profile : str
         Which zoo build ``"zoo/<name>"`` model names load (see :func:`lmsim.models.load_model`).
     distributed : "auto", bool or torch.distributed.ProcessGroup
@@ -179,6 +193,8 @@ def extract_moments(
     if not isinstance(shard_size, (int, np.integer)) or shard_size < 1:
         raise ValueError(f"`shard_size` must be a positive int, got {shard_size!r}")
     extra_hash = _content_hash(cache_key_extra) if cache else None  # refuse early
+    # Corpus-order shards need no lengths up front: each is tokenised when its turn comes.
+    lazy = bool(return_shards) and _LAZY_ENCODING
     plan, group, rank, world = _plan_on_rank(
         models,
         texts,
@@ -192,9 +208,12 @@ def extract_moments(
         paper_compat_padding=paper_compat_padding,
         lowercase=lowercase,
         zoo_profile=zoo_profile,
+        encode=not lazy,
     )
     shard_ids = _shards(plan, int(shard_size), by_length=not return_shards)
     mine = [k for k in range(len(shard_ids)) if _owner(k, world) == rank]
+    # Before any forward pass: the moments it will hold must fit where they are held.
+    check_room(plan.runs, plan.device, len(mine) + 1 if return_shards else 2, return_shards)
     store = None
     if cache:
         fields = {
@@ -213,12 +232,54 @@ def extract_moments(
     # One process returning only the merge folds each shard in as soon as the shards before
     # it are in: it holds the running merge and one shard, not every shard.
     merger = _InOrderMerge() if group is None and not return_shards else None
-    shards, written = _resolve_shards(
-        plan, shard_ids, mine, store, batch_size, merger, progress and rank == 0
-    )
+    encoder = _ShardEncoder(plan, shard_ids) if lazy else None
+    try:
+        shards, written = _resolve_shards(
+            plan, shard_ids, mine, store, batch_size, merger, progress and rank == 0, encoder
+        )
+    finally:
+        if encoder is not None:
+            encoder.close()
     if group is not None and store is not None:
         _gather_records(store, written, plan.device, group, rank, world)
     return _merged(shards, merger, len(shard_ids), group, return_shards)
+
+
+class _ShardEncoder:
+    """Tokenises shards on one background thread (:func:`_shard_plan`), in the order they
+    will be computed, one ahead: shard ``k + 1``'s texts are tokenised while shard ``k``
+    streams through the models. One worker: a tokenizer is never used by two threads."""
+
+    def __init__(self, plan: _Plan, shard_ids: list[np.ndarray]):
+        self.plan, self.shard_ids = plan, shard_ids
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lmsim-tokenise")
+        self.futures: dict[int, Future] = {}
+        self.order: list[int] = []
+
+    def schedule(self, order: list[int]) -> None:
+        """The shards this process will compute, in order; the first starts now."""
+        self.order = list(order)
+        if self.order and _PREFETCH:
+            self._submit(self.order[0])
+
+    def _submit(self, k: int) -> None:
+        if k not in self.futures:
+            self.futures[k] = self.pool.submit(_shard_plan, self.plan, self.shard_ids[k])
+
+    def get(self, k: int) -> _Plan:
+        """Shard ``k``'s plan (waiting for its tokenisation); the next shard starts."""
+        self._submit(k)
+        if _PREFETCH and k in self.order:
+            at = self.order.index(k)
+            if at + 1 < len(self.order):
+                self._submit(self.order[at + 1])
+        return self.futures.pop(k).result()
+
+    def close(self) -> None:
+        for future in self.futures.values():
+            future.cancel()
+        self.pool.shutdown(wait=True)
+        self.futures.clear()
 
 
 def _shards(plan: _Plan, shard_size: int, by_length: bool) -> list[np.ndarray]:
@@ -257,6 +318,7 @@ def _resolve_shards(
     batch_size: int,
     merger: _InOrderMerge | None,
     progress: bool,
+    encoder: _ShardEncoder | None = None,
 ) -> tuple[dict[int, Moments], dict[str, dict]]:
     """Load or compute the shards ``mine``, in shard order.
 
@@ -275,6 +337,8 @@ def _resolve_shards(
     on_disk = set()
     if store is not None:
         on_disk = {k for k in mine if _shard_path(store.folder, k).exists()}
+    if encoder is not None:
+        encoder.schedule([k for k in mine if k not in on_disk])
     shards: dict[int, Moments] = {}
     written: dict[str, dict] = {}
     total = int(sum(len(shard_ids[k]) for k in mine if k not in on_disk))
@@ -285,7 +349,7 @@ def _resolve_shards(
             waiting = []
             for k in pending:
                 mom = _resolve_shard(
-                    plan, k, shard_ids[k], store, on_disk, batch_size, bar, written
+                    plan, k, shard_ids[k], store, on_disk, batch_size, bar, written, encoder
                 )
                 if mom is None:
                     waiting.append(k)  # another live process is computing it
@@ -312,6 +376,7 @@ def _resolve_shard(
     batch_size: int,
     bar,
     written: dict[str, dict],
+    encoder: _ShardEncoder | None = None,
 ) -> Moments | None:
     """Shard ``k`` (texts ``ids``): loaded if it was on disk and is whole, else computed
     under this process's claim (and saved, its record added to ``written``); None when
@@ -333,7 +398,10 @@ def _resolve_shard(
             if mom is not None:
                 bar.update(len(ids))
         if mom is None:
-            batches = _pooled_batches(plan, ids, batch_size, bar)
+            if encoder is None:
+                batches = _pooled_batches(plan, ids, batch_size, bar)
+            else:  # this shard's own tokenisation, its texts numbered 0 .. len(ids) - 1
+                batches = _pooled_batches(encoder.get(k), np.arange(len(ids)), batch_size, bar)
             mom = _accumulate(batches, plan.device)
             if store is not None:
                 name = _shard_path(store.folder, k).name

@@ -63,11 +63,15 @@ The package, by concern: :mod:`~lmsim.reproduce._manifest` (the manifest),
 :mod:`~lmsim.reproduce._parameters` (declared parameters), :mod:`~lmsim.reproduce._plan`
 (:func:`plan_runs`), :mod:`~lmsim.reproduce._execute` (papermill),
 :mod:`~lmsim.reproduce._provenance`, :mod:`~lmsim.reproduce._pages` (what a run wrote),
-:mod:`~lmsim.reproduce._toc` and :mod:`~lmsim.reproduce._results` (the generated files) and
-:mod:`~lmsim.reproduce._cli`.
+:mod:`~lmsim.reproduce._toc` and :mod:`~lmsim.reproduce._results` (the generated files),
+:mod:`~lmsim.reproduce._resources` and ``_estimates`` (``--plan``),
+:mod:`~lmsim.reproduce._budget` (each page's plan checked before it starts, scratch cache
+entries released when the run needs the disk; :func:`check_plan` for a notebook run
+directly) and :mod:`~lmsim.reproduce._cli`.
 """
 
 # Names outside __all__ are re-exported too: tests and other modules use them.
+from lmsim.reproduce._budget import PlanError, check_plan
 from lmsim.reproduce._cli import main
 from lmsim.reproduce._execute import RunResult, execute_run, failed_path
 from lmsim.reproduce._manifest import (  # noqa: F401
@@ -122,4 +126,6 @@ __all__ = [
     "chapter_status_markdown",
     "write_toc",
     "main",
+    "check_plan",
+    "PlanError",
 ]

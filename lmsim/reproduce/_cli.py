@@ -13,6 +13,7 @@ import yaml
 
 from lmsim._dryrun import DRY_RUN_NOTE
 from lmsim._io import write_atomic
+from lmsim.reproduce._budget import run_budget
 from lmsim.reproduce._dryrun import dry_run_runs, enter_dry_run
 from lmsim.reproduce._environment import environment_info, lock_warning
 from lmsim.reproduce._execute import RunResult, _relative, execute_run, failed_path
@@ -30,8 +31,11 @@ from lmsim.reproduce._manifest import (
 from lmsim.reproduce._pages import _executed_pages
 from lmsim.reproduce._plan import plan_runs
 from lmsim.reproduce._provenance import _format_seconds
+from lmsim.reproduce._resources import load_machine
 from lmsim.reproduce._toc import write_toc
 from lmsim.reproduce._verify import checks_json, compare_pages, read_page, report_lines
+
+REFUSED = "refused by its plan"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -89,8 +93,22 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--machine",
         metavar="FILE|KEY=VALUE,...",
-        help="the machine --plan checks against (a YAML/JSON file or key=value pairs, e.g. "
-        "ram_gb=64,gpu_memory_gb=40); default one H100 80 GB, 128 GB RAM, 64 GB disk",
+        help="the machine plans are checked against (a YAML/JSON file, key=value pairs, "
+        "e.g. ram_gb=64,gpu_memory_gb=40, or 'this'); --plan's default is one H100 80 GB, "
+        "128 GB RAM, 64 GB disk, an execution's is this machine (its GPU, RAM and free disk)",
+    )
+    parser.add_argument(
+        "--no-plan-check",
+        action="store_true",
+        help="execute every selected page even when its plan does not fit the machine "
+        "(by default such a page is refused before its kernel starts)",
+    )
+    parser.add_argument(
+        "--keep-cache",
+        action="store_true",
+        help="never release a finished page's scratch cache entries (by default, when what "
+        "every page keeps would not fit the machine's disk, the entries a page created that "
+        "only it reads, e.g. the RegMean fine-tunes, are deleted once a later page follows)",
     )
     parser.add_argument(
         "--dry-run",
@@ -161,11 +179,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         output_dir = root / "_build" / "verify" / args.profile if args.verify else args.output_dir
         runs = plan_runs(manifest, args.profile, root, args.only, output_dir, overrides)
         if args.plan:
-            return _plan(runs, args.machine)
+            return _plan(runs, args.machine, args.keep_cache)
         if args.dry_run:
             runs = dry_run_runs(runs, root, args.output_dir)
             enter_dry_run()
             print(f"{DRY_RUN_NOTE}\n")
+        budget = None
+        if not args.dry_run:  # the stand-ins' sizes are not the plan's
+            machine = load_machine(args.machine) if args.machine else None
+            budget = run_budget(runs, machine, args.keep_cache)
         for run in runs:
             run.output.parent.mkdir(parents=True, exist_ok=True)
     except (ValueError, OSError, KeyError) as exc:
@@ -191,9 +213,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(warning, file=sys.stderr)
     if not runs:
         print(f"no notebooks in {MANIFEST} for profile {args.profile!r}; nothing to do")
+    if budget is not None and budget.release:
+        print(
+            f"scratch cache entries are released after the pages that made them: what every "
+            f"page keeps does not fit {budget.machine.name} (--keep-cache keeps them)"
+        )
     results = []
     for index, run in enumerate(runs, 1):
         print(f"[{index}/{len(runs)}] {run.key} -> {run.output}", flush=True)
+        refusal = budget.refusal(index - 1) if budget is not None else None
+        if refusal and not args.no_plan_check:
+            print(
+                f"REFUSED {run.key} before it started: {refusal} (the plan: python -m "
+                f"lmsim.reproduce --profile {args.profile} --plan --only {run.key}; "
+                "--no-plan-check runs it anyway)",
+                file=sys.stderr,
+            )
+            results.append(RunResult(run, False, 0.0, f"{REFUSED}: {refusal}"))
+            continue
+        before = budget.before(index - 1) if budget is not None else set()
         result = execute_run(
             run,
             args.profile,
@@ -202,6 +240,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             log_output=args.log_output,
             dry_run=args.dry_run,
         )
+        if budget is not None and result.ok:
+            freed = budget.after(index - 1, before)
+            if freed:
+                print(freed)
         if not result.ok:
             kept = (
                 f"kept the previous page {run.output}"
@@ -222,7 +264,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(
             f"{len(failed)} notebook(s) failed (previous pages kept): "
             + ", ".join(
-                f"{result.run.source} -> {failed_path(result.run, args.profile, root, args.dry_run)}"
+                f"{result.run.source} -> "
+                + (
+                    "refused by its plan"
+                    if result.error.startswith(REFUSED)
+                    else str(failed_path(result.run, args.profile, root, args.dry_run))
+                )
                 for result in failed
             ),
             file=sys.stderr,
@@ -231,15 +278,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _plan(runs, machine_spec: str | None) -> int:
+def _plan(runs, machine_spec: str | None, keep_cache: bool = False) -> int:
     """``--plan``: the resource table of ``runs``; 1 when a page does not fit."""
     from lmsim.reproduce._estimates import plan_resources
-    from lmsim.reproduce._resources import load_machine, plan_table, problems
+    from lmsim.reproduce._resources import plan_table, problems
 
     machine = load_machine(machine_spec)
     estimates = plan_resources(runs, machine)
-    print(plan_table(estimates, machine))
-    lines = problems(estimates, machine)
+    release = False if keep_cache else None
+    print(plan_table(estimates, machine, release=release))
+    lines = problems(estimates, machine, release=release)
     for line in lines:
         print(f"does not fit: {line}", file=sys.stderr)
     return 1 if lines else 0

@@ -31,11 +31,22 @@ from typing import Any
 
 GB = 1e9
 
-# Host RAM of a kernel that imported torch, transformers and lmsim, before any data:
-# measured 0.9-1.1 GB RSS here (CPU torch); CUDA's context adds ~0.5 GB of host memory.
+# Host RAM of a kernel that imported torch, transformers and lmsim, before any data: on a
+# machine without a GPU 0.6 GB (peak RSS 0.59-0.65 GB over the smoke pages, whose data and
+# models are tiny: benchmarks/results/plan_smoke.json); CUDA's context adds ~0.9 GB of
+# host memory. Every page's RAM peak counts BASE_RAM once; `estimate_page` lowers it to
+# BASE_RAM_CPU on a machine without a GPU.
 BASE_RAM = 1.5 * GB
+BASE_RAM_CPU = 0.6 * GB
 # GPU memory CUDA's context and allocator hold before any tensor (H100, torch 2.x).
 BASE_GPU = 0.6 * GB
+# Host bytes a token costs once tokenised for one model and aligned (``_Encoded``: ids as
+# a Python list, rows, positions and weights as arrays; texts included): 63-69 B measured
+# with tracemalloc (1,000 and 3,000 texts of T = 512, MiniLM's WordPiece, mean pooling).
+ENCODED_BYTES_PER_TOKEN = 65.0
+# What a batch tokenisation holds besides, while it runs for one model (the tokenizer's
+# encodings and BatchEncoding lists): RSS grew by 250-390 B a token in the same runs.
+TOKENIZER_BYTES_PER_TOKEN = 300.0
 
 
 @dataclass(frozen=True)
@@ -52,13 +63,31 @@ class Machine:
         Dense GEMM limits: the H100 80GB HBM3 measured by ``benchmarks/bench_gpu.py``
         (``torch.mm``, TF32 off: 52, 795, 56 TFLOP/s; ``benchmarks/results/gpu.json``).
     forward_efficiency : float
-        Fraction of the precision's limit a forward pass reaches: 0.30, the bare BERT-base
-        forward measured at T = 128 (29.8 % of the bf16 peak; ``gpu.json``).
+        Fraction of the precision's limit a 16-bit forward pass reaches: 0.30, the bare
+        BERT-base forward measured at T = 128 (29.8 % of the bf16 peak; ``gpu.json``).
+    forward_efficiency_fp32 : float
+        The same for a float32 forward (TF32 off): 0.8, *derived, not measured*: of the
+        bf16 forward's 0.59 µs a token, 0.22 µs are GEMMs at the measured bf16 limit and
+        ~0.37 µs the rest (memory-bound layers, launches); in float32 the GEMMs take
+        3.35 µs at the measured 52 TFLOP/s and the rest ~0.74 µs (twice the bytes), so
+        GEMM FLOPs / time ≈ 0.8 of the float32 limit. Applying bf16's 0.30 to float32
+        (as plans did before) made float32 extraction 2.7x slower than it can be.
     train_efficiency : float
-        The same for training steps: 0.15, the two-tower runs measured at 8.7-20.6 % MFU
-        (``twotower_gpu.json``).
+        The same for 16-bit training steps: 0.15, the two-tower runs measured at 8.7-20.6 %
+        MFU (``twotower_gpu.json``; small towers, bound by kernel launches).
+    train_efficiency_fp32 : float
+        float32 training steps (TF32 off): 0.6, *derived, not measured*: a 768 x 12
+        tower trained in bf16 took 6.0 ns a token (20.4 % MFU, ``twotower_gpu.json``), of
+        which 1.5 ns GEMMs at the measured bf16 limit and 4.5 ns the rest; in float32 the
+        GEMMs take 23 ns at 52 TFLOP/s and the rest ~9 ns (twice the bytes): 0.72 of the
+        float32 limit, rounded down. bf16's 0.15 was applied to float32 fine-tunes before.
     cpu_gflops : float
         float64 GEMM of the host for CPU-side statistics (16 cores: ~600 GFLOP/s).
+    tokenise_us_per_text, tokenise_us_per_token : float
+        Host time to tokenise a text for one model and align its rows (``_encode``):
+        43.5 µs a text + 0.175 µs a token, fitted to the two measured ``plan_seconds`` of
+        ``gpu_extraction_deferred_sync.json`` (8,192 texts of T = 128: 0.54 s; 2,048 of
+        T = 512: 0.27 s; the H100 machine's 16-core host).
     """
 
     name: str = "1x H100 80GB, 128 GB RAM, 64 GB disk"
@@ -69,8 +98,12 @@ class Machine:
     gpu_bf16_tflops: float = 795.0
     gpu_fp64_tflops: float = 56.0
     forward_efficiency: float = 0.30
+    forward_efficiency_fp32: float = 0.8
     train_efficiency: float = 0.15
+    train_efficiency_fp32: float = 0.6
     cpu_gflops: float = 600.0
+    tokenise_us_per_text: float = 43.5
+    tokenise_us_per_token: float = 0.175
 
     def flops_per_s(self, dtype: str, training: bool = False) -> float:
         """Sustained FLOP/s of model work in ``dtype`` ("float32", "bfloat16", "float64")."""
@@ -82,8 +115,18 @@ class Machine:
         }[dtype]
         if self.gpu_memory_gb <= 0:  # no GPU: the host's float64 GEMM rate for everything
             return self.cpu_gflops * 1e9 * (0.5 if training else 1.0)
-        eff = self.train_efficiency if training else self.forward_efficiency
+        if training:
+            eff = self.train_efficiency_fp32 if dtype == "float32" else self.train_efficiency
+        elif dtype == "float32":
+            eff = self.forward_efficiency_fp32
+        else:
+            eff = self.forward_efficiency
         return peak * 1e12 * eff
+
+    def tokenise_seconds(self, n_texts: float, tokens_per_text: float) -> float:
+        """Host seconds to tokenise ``n_texts`` texts for one model."""
+        per = self.tokenise_us_per_text + self.tokenise_us_per_token * tokens_per_text
+        return n_texts * per * 1e-6
 
     def statistics_flops_per_s(self) -> float:
         """float64 co-moment updates (``syrk`` / ``addmm_``): 90 % of the fp64 GEMM limit on
@@ -97,10 +140,13 @@ def load_machine(spec: str | None) -> Machine:
     """A :class:`Machine` from ``--machine``: a YAML/JSON file or ``key=value,key=value``.
 
     Keys are :class:`Machine`'s attributes (``ram_gb=64,disk_gb=500,gpu_memory_gb=40``);
-    those not given keep the default machine's values.
+    those not given keep the default machine's values. ``"this"``: this machine
+    (:func:`detect_machine`).
     """
     if not spec:
         return Machine()
+    if spec == "this":  # what the runner checks pages against when no --machine is given
+        return detect_machine()
     path = Path(spec)
     if path.is_file():
         import yaml
@@ -130,6 +176,57 @@ def load_machine(spec: str | None) -> Machine:
     if "name" not in out:
         out["name"] = "declared: " + ", ".join(f"{k}={v:g}" for k, v in out.items())
     return replace(Machine(), **out)
+
+
+def _cpu_gflops() -> float:
+    """float64 GEMM GFLOP/s of this host at lmsim's default threads (one 1024² product,
+    best of three; ~0.1 s)."""
+    import time
+
+    import numpy as np
+
+    from lmsim._threads import default_threads, threads
+
+    a = np.random.default_rng(0).standard_normal((1024, 1024))
+    best = float("inf")
+    with threads(default_threads()):
+        for _ in range(3):
+            start = time.perf_counter()
+            a @ a
+            best = min(best, time.perf_counter() - start)
+    return 2 * 1024**3 / best / 1e9
+
+
+def detect_machine(cache: str | Path | None = None, measure_gemm: bool = False) -> Machine:
+    """The machine this process runs on, as a :class:`Machine`: its GPU's memory (0 without
+    CUDA), its physical RAM, and as disk the space free where the lmsim cache lives (what a
+    run may still add; entries already there are not counted again by the runner).
+
+    ``measure_gemm``: also measure the host's float64 GEMM rate (``cpu_gflops``, used for
+    work planned on the CPU); the default machine's figures are kept otherwise.
+    """
+    import os
+    import shutil
+
+    gpu = 0.0
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            gpu = torch.cuda.get_device_properties(0).total_memory / GB
+    except ImportError:
+        pass
+    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / GB
+    folder = Path(cache or os.environ.get("LMSIM_CACHE", Path.home() / ".cache" / "lmsim"))
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    disk = shutil.disk_usage(folder).free / GB
+    values: dict[str, Any] = {"gpu_memory_gb": gpu, "ram_gb": ram, "disk_gb": disk}
+    if measure_gemm:
+        values["cpu_gflops"] = _cpu_gflops()
+    where = f"{gpu:.0f} GB GPU" if gpu else "no GPU"
+    values["name"] = f"this machine ({where}, {ram:.0f} GB RAM, {disk:.0f} GB free disk)"
+    return replace(Machine(), **values)
 
 
 # ------------------------------------------------------------------------------ shapes
@@ -330,6 +427,16 @@ class Estimate:
     knobs: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     downloads: dict[str, float] = field(default_factory=dict)
+    scratch: tuple[str, ...] = ()
+    released: float = 0.0
+
+    def scratch_entries(self, patterns: Sequence[str], size: float) -> None:
+        """Cache entries only this page reads (globs below the lmsim cache, e.g.
+        ``"finetune/regmean-*"``), ``size`` bytes of its disk: when the whole run would
+        not fit the disk otherwise, the runner releases the ones the page created once it
+        has finished and a later page follows (``lmsim.reproduce._budget``)."""
+        self.scratch = tuple(patterns)
+        self.released = min(size, self.disk_cache + self.disk_output)
 
     def peak(self, resource: str, value: float, why: str) -> None:
         """Raise ``resource`` (ram / gpu) to ``value`` if larger; keep why when it is."""
@@ -348,13 +455,32 @@ class Estimate:
         return self.disk_cache + self.disk_output + sum(self.downloads.values())
 
 
-def total_disk(estimates: Sequence[Estimate]) -> float:
-    """Disk of all pages together: caches and outputs add up, downloads count once."""
+def disk_timeline(estimates: Sequence[Estimate], release: bool = False) -> list[float]:
+    """Disk in use while each page runs, pages in the order given: the hub downloads of
+    this page and every earlier one (each once), what earlier pages left behind and this
+    page's cache and outputs. With ``release``, an earlier page's scratch entries
+    (:meth:`Estimate.scratch_entries`) are gone: the runner released them after it."""
     downloads: dict[str, float] = {}
+    kept, out = 0.0, []
     for est in estimates:
         for name, size in est.downloads.items():
             downloads[name] = max(size, downloads.get(name, 0.0))
-    return sum(e.disk_cache + e.disk_output for e in estimates) + sum(downloads.values())
+        out.append(sum(downloads.values()) + kept + est.disk_cache + est.disk_output)
+        kept += est.disk_cache + est.disk_output - (est.released if release else 0.0)
+    return out
+
+
+def total_disk(estimates: Sequence[Estimate], release: bool = False) -> float:
+    """Peak disk of all pages run in order: with nothing released, caches and outputs add
+    up and downloads count once; with ``release``, see :func:`disk_timeline`."""
+    return max(disk_timeline(estimates, release), default=0.0)
+
+
+def needs_release(estimates: Sequence[Estimate], machine: Machine) -> bool:
+    """Whether the run must release scratch entries to fit ``machine``'s disk: what every
+    page keeps does not fit, and some page before the last has scratch to release."""
+    can = any(est.released > 0 for est in estimates[:-1])
+    return can and total_disk(estimates) > machine.disk_gb * GB
 
 
 def declared_values(source: str | Path) -> dict[str, Any]:
@@ -385,10 +511,15 @@ def page_parameters(run) -> dict[str, Any]:
     return {**declared_values(run.source), **run.parameters}
 
 
-def problems(estimates: Sequence[Estimate], machine: Machine) -> list[str]:
-    """What does not fit: one line per page and resource, naming the parameter to change.
+def _release(estimates: Sequence[Estimate], machine: Machine, release: bool | None) -> bool:
+    return needs_release(estimates, machine) if release is None else release
 
-    Disk is also checked over all pages together (caches stay between pages).
+
+def page_problems(est: Estimate, machine: Machine, in_use: float | None = None) -> list[str]:
+    """What does not fit of one page: a line per resource, naming the parameter to change.
+
+    ``in_use``: disk in use while the page runs (:func:`disk_timeline`), checked in place
+    of the page's own disk when given.
     """
     limits = {
         "ram": machine.ram_gb * GB,
@@ -396,24 +527,46 @@ def problems(estimates: Sequence[Estimate], machine: Machine) -> list[str]:
         "disk": machine.disk_gb * GB,
     }
     lines = []
+    for resource, limit in limits.items():
+        if resource == "gpu" and machine.gpu_memory_gb <= 0:
+            continue
+        value = getattr(est, resource)
+        knob = est.knobs.get(resource, "its sizes")
+        if value > limit:
+            lines.append(
+                f"{est.page}: {resource} {value / GB:,.1f} GB > {limit / GB:,.1f} GB on "
+                f"{machine.name}; change `{knob}`"
+            )
+        elif resource == "disk" and in_use is not None and in_use > limit:
+            lines.append(
+                f"{est.page}: disk {in_use / GB:,.1f} GB in use while it runs (with what the "
+                f"pages before it keep and the downloads) > {limit / GB:,.1f} GB on "
+                f"{machine.name}; change `{knob}`, or run it alone (--only)"
+            )
+    return lines
+
+
+def problems(
+    estimates: Sequence[Estimate], machine: Machine, release: bool | None = None
+) -> list[str]:
+    """What does not fit: one line per page and resource, naming the parameter to change.
+
+    Disk is also checked over all pages run in order (caches stay between pages; with
+    ``release``, or when ``None`` and :func:`needs_release`, each page's scratch entries
+    are released after it: :func:`disk_timeline`).
+    """
+    release = _release(estimates, machine, release)
+    lines = []
     for est in estimates:
-        for resource, limit in limits.items():
-            if resource == "gpu" and machine.gpu_memory_gb <= 0:
-                continue
-            value = getattr(est, resource)
-            if value > limit:
-                knob = est.knobs.get(resource, "its sizes")
-                lines.append(
-                    f"{est.page}: {resource} {value / GB:,.0f} GB > {limit / GB:,.0f} GB on "
-                    f"{machine.name}; change `{knob}`"
-                )
-    total = total_disk(estimates)
-    if len(estimates) > 1 and total > limits["disk"]:
-        worst = max(estimates, key=lambda e: e.disk)
+        lines += page_problems(est, machine)
+    peak = total_disk(estimates, release)
+    if len(estimates) > 1 and peak > machine.disk_gb * GB:
+        timeline = disk_timeline(estimates, release)
+        worst = estimates[timeline.index(peak)]
         lines.append(
-            f"all pages: disk {total / GB:,.0f} GB > {limits['disk'] / GB:,.0f} GB (caches "
-            f"stay); the largest is {worst.page} ({worst.disk / GB:,.0f} GB, "
-            f"`{worst.knobs.get('disk', 'its sizes')}`)"
+            f"all pages: disk {peak / GB:,.0f} GB > {machine.disk_gb:,.0f} GB while "
+            f"{worst.page} runs (caches stay{'; scratch released' if release else ''}); "
+            f"change `{worst.knobs.get('disk', 'its sizes')}`"
         )
     return lines
 
@@ -433,42 +586,69 @@ def _time(seconds: float) -> str:
     return f"{seconds / 3600:,.1f} h"
 
 
-def plan_table(estimates: Sequence[Estimate], machine: Machine, notes: bool = True) -> str:
-    """The plan as a Markdown table (GB; time), with a total row and each page's notes."""
+def plan_table(
+    estimates: Sequence[Estimate], machine: Machine, notes: bool = True, release: bool | None = None
+) -> str:
+    """The plan as a Markdown table (GB; time), with a total row and each page's notes.
+
+    The disk column is the page's own (cache + outputs + downloads); ``in use`` is the disk
+    in use while it runs when the pages run in order (:func:`disk_timeline`, scratch
+    released as ``release`` or :func:`needs_release` says).
+    """
+    release = _release(estimates, machine, release)
+    timeline = disk_timeline(estimates, release)
     limits = (machine.ram_gb, machine.gpu_memory_gb, machine.disk_gb)
     lines = [
         f"Resource plan on {machine.name}",
         "",
-        "| page | RAM (GB) | GPU (GB) | disk: cache + outputs + downloads (GB) | time | fits |",
-        "| --- | ---: | ---: | ---: | ---: | --- |",
+        "| page | RAM (GB) | GPU (GB) | disk: cache + outputs + downloads (GB) | disk in use "
+        "(GB) | time | fits |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
-    for est in estimates:
+    for index, (est, in_use) in enumerate(zip(estimates, timeline)):
         over = [
             name
             for name, value, limit in zip(
-                ("RAM", "GPU", "disk"), (est.ram, est.gpu, est.disk), limits
+                ("RAM", "GPU", "disk"), (est.ram, est.gpu, max(est.disk, in_use)), limits
             )
             if value > limit * GB and not (name == "GPU" and limit <= 0)
         ]
+        last = index == len(estimates) - 1
+        freed = (
+            f" (then {_size(est.released)} released)"
+            if release and est.released and not last
+            else ""
+        )
         lines.append(
             f"| {est.page} | {_size(est.ram)} | {_size(est.gpu)} | "
             f"{_size(est.disk_cache)} + {_size(est.disk_output)} + "
-            f"{_size(sum(est.downloads.values()))} | {_time(est.seconds)} | "
-            f"{'yes' if not over else 'NO: ' + ', '.join(over)} |"
+            f"{_size(sum(est.downloads.values()))} | {_size(in_use)}{freed} | "
+            f"{_time(est.seconds)} | {'yes' if not over else 'NO: ' + ', '.join(over)} |"
         )
-    all_disk = total_disk(estimates)
+    peak, kept = max(timeline, default=0.0), total_disk(estimates)
+    how = (
+        f"peak, scratch released; {_size(kept)} if all kept"
+        if release and kept != peak
+        else "peak, all kept"
+    )
     lines.append(
         f"| total | max {_size(max((e.ram for e in estimates), default=0))} | max "
-        f"{_size(max((e.gpu for e in estimates), default=0))} | {_size(all_disk)} "
-        "(downloads once) | "
-        f"{_time(sum(e.seconds for e in estimates))} | "
-        f"{'yes' if all_disk <= machine.disk_gb * GB else 'NO: disk'} |"
+        f"{_size(max((e.gpu for e in estimates), default=0))} | {_size(kept)} (downloads "
+        f"once) | {_size(peak)} ({how}) | {_time(sum(e.seconds for e in estimates))} | "
+        f"{'yes' if peak <= machine.disk_gb * GB else 'NO: disk'} |"
     )
     if notes:
         lines.append("")
         for est in estimates:
             lines.append(f"{est.page}:")
             lines.extend(f"  - {note}" for note in est.notes)
+            if est.scratch:
+                fate = "kept (nothing released)"
+                if release:
+                    fate = "kept (the last page)" if est is estimates[-1] else "released after it"
+                lines.append(
+                    f"  - disk: scratch {', '.join(est.scratch)} ({_size(est.released)} GB), {fate}"
+                )
     return "\n".join(lines)
 
 

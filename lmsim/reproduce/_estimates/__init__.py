@@ -29,7 +29,13 @@ from lmsim.reproduce._estimates.wu import (
     wu_representations,
 )
 from lmsim.reproduce._estimates.zoo import zoo_train
-from lmsim.reproduce._resources import Estimate, Machine, page_parameters
+from lmsim.reproduce._resources import (
+    BASE_RAM,
+    BASE_RAM_CPU,
+    Estimate,
+    Machine,
+    page_parameters,
+)
 
 ESTIMATORS: dict[str, Callable[[Mapping, Machine], Estimate]] = {
     "lmsim_zoo/01_train_zoo": zoo_train,
@@ -62,7 +68,18 @@ def plan_resources(runs: Sequence, machine: Machine) -> list[Estimate]:
             raise KeyError(
                 f"no resource estimator for {stem}: add one to lmsim/reproduce/_estimates/ (a function of its parameters and the machine, listed in ESTIMATORS)"
             )
-        estimate = ESTIMATORS[stem](page_parameters(run), machine)
-        estimate.page = run.key
-        out.append(estimate)
+        out.append(estimate_page(stem, page_parameters(run), machine, run.key))
     return out
+
+
+def estimate_page(
+    stem: str, params: Mapping, machine: Machine, page: str | None = None
+) -> Estimate:
+    """The estimate of source notebook ``stem`` (``slug/name``) with ``params`` on
+    ``machine``, named ``page`` (``stem`` by default). Without a GPU the kernel's base RAM
+    is BASE_RAM_CPU (no CUDA context)."""
+    estimate = ESTIMATORS[stem](params, machine)
+    estimate.page = page or stem
+    if machine.gpu_memory_gb <= 0:
+        estimate.ram -= BASE_RAM - BASE_RAM_CPU
+    return estimate

@@ -9,9 +9,11 @@ from dataclasses import dataclass
 from lmsim.reproduce._resources import (
     BASE_GPU,
     BASE_RAM,
+    ENCODED_BYTES_PER_TOKEN,
     GB,
     OFFLINE_SHAPES,
     SHAPES,
+    TOKENIZER_BYTES_PER_TOKEN,
     Estimate,
     Machine,
     Shape,
@@ -128,23 +130,37 @@ def moments_pass(est: Estimate, p: Pass, params: Mapping, machine: Machine, labe
         + max(forward_bytes(s, p.batch_size, T) for s in shapes)
         + held
     )
-    host = BASE_RAM + max(model_bytes(s) for s in shapes) + (mom if p.cache else 0.0)
+    # Tokenisations on the host: every text's for every model, held for the whole call;
+    # with return_shards a shard at a time, the next one tokenised meanwhile (two held).
+    tokenised = min(p.n_texts, 2 * p.shard_size) if p.return_shards else p.n_texts
+    batch_texts = min(p.n_texts, p.shard_size) if p.return_shards else p.n_texts
+    encoded = tokenised * p.tokens_per_text * len(shapes) * ENCODED_BYTES_PER_TOKEN
+    encoded += batch_texts * p.tokens_per_text * TOKENIZER_BYTES_PER_TOKEN
+    kept = f"{tokenised:,} texts' tokenisations ({encoded / GB:,.1f} GB)"
+    host = BASE_RAM + max(model_bytes(s) for s in shapes) + (mom if p.cache else 0.0) + encoded
     what = f"{label}: {width:,} joint features ({mom / GB:,.1f} GB float64)"
-    if _on_gpu(params, machine):
+    on_gpu = _on_gpu(params, machine)
+    if on_gpu:
         est.peak("gpu", BASE_GPU + device, f"{what}, {held / GB:,.1f} GB of moments in flight")
         est.peak(
             "ram",
             host,
-            f"{label}: the largest model loading" + (", a shard to write" if p.cache else ""),
+            f"{label}: the largest model loading, {kept}"
+            + (", a shard to write" if p.cache else ""),
         )
     else:
-        est.peak("ram", BASE_RAM + device, f"{what} in RAM (CPU)")
+        est.peak("ram", BASE_RAM + device + encoded, f"{what} in RAM (CPU), {kept}")
     if p.cache:
         est.disk_cache += n_shards * mom
     tokens = p.n_texts * p.tokens_per_text * p.runs_per_model
     fwd = sum(forward_flops(s, tokens, T) for s in shapes)
     stats = p.rows * p.runs_per_model * width**2
-    est.seconds += fwd / machine.flops_per_s(dtype) + stats / machine.statistics_flops_per_s()
+    device_s = fwd / machine.flops_per_s(dtype) + stats / machine.statistics_flops_per_s()
+    host_s = len(shapes) * machine.tokenise_seconds(p.n_texts * p.runs_per_model, T)
+    # Shard-at-a-time tokenisation overlaps the GPU's work (one shard ahead); otherwise,
+    # and on a CPU that does both, the two add up.
+    overlap = p.return_shards and on_gpu
+    est.seconds += max(device_s, host_s) if overlap else device_s + host_s
     return width
 
 

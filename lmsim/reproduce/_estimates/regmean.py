@@ -119,6 +119,8 @@ def regmean_merging(params: Mapping, machine: Machine) -> Estimate:
         n_models * (params["n_gram_batches"] * params["batch_size"] + 3 * params["n_fisher"]) * T
     )
     est.seconds += forward_flops(shape, stats_tokens, T) / machine.flops_per_s("float32")
+    # The fine-tunes (named regmean-*) and their statistics are read by this page only.
+    est.scratch_entries(["finetune/regmean-*", "regmean-stats/*"], est.disk_cache + est.disk_output)
     est.notes.append(
         f"time: {n_models} fine-tunes ({sum(n * e for _, n, e in runs):,.0f} example-epochs) dominate"
     )

@@ -85,6 +85,8 @@ def twotower_preference(params: Mapping, machine: Machine) -> Estimate:
             est.peak("ram", BASE_RAM + need, f"training {run['name']} on the CPU")
         est.disk_output += 4.0 * shape.params * 4
     est.seconds += train_seconds / (jobs if on_gpu else 1)
+    # The trained towers (twotower/<profile>/) are read by this page only.
+    est.scratch_entries([f"twotower/{params.get('profile', 'smoke')}/*"], est.disk_output)
     est.peak(
         "ram",
         BASE_RAM + params["n_score_chunks"] * T * 8.0 * 2,

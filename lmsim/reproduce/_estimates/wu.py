@@ -105,6 +105,8 @@ def wu_finetuning(params: Mapping, machine: Machine) -> Estimate:
             f"{params['ft_base']} ({n_ft} runs)",
             _on_gpu(params, machine),
         )
+    # Table 1's fine-tunes (named wu-table1) are read by this page only.
+    est.scratch_entries(["finetune/wu-table1-*"], est.disk_output)
     words = WORDS_PER_SENTENCE.get(str(params.get("corpus")), 21.9)
     maps = (
         sum(s.layers * s.heads for _, s, _ in models)

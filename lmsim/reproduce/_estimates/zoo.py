@@ -49,10 +49,10 @@ def zoo_train(params: Mapping, machine: Machine) -> Estimate:
             / machine.flops_per_s(dtype, training=True)
         )
         est.disk_output += 4.0 * shape.params * 4  # weights + AdamW checkpoint (3x)
-        need = BASE_GPU + factor * training_bytes(shape, prof.batch_size, prof.seq_len, mixed)
+        need = factor * training_bytes(shape, prof.batch_size, prof.seq_len, mixed)
         if _on_gpu(params, machine):
-            est.peak("gpu", need, f"training {name}: AdamW state and activations")
-        else:
+            est.peak("gpu", BASE_GPU + need, f"training {name}: AdamW state and activations")
+        else:  # no CUDA context on the CPU
             est.peak("ram", BASE_RAM + need, f"training {name} on the CPU")
     est.peak("ram", BASE_RAM + 0.5 * GB, "training data (PTB lines) and one model")
     est.notes.append(
