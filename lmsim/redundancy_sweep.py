@@ -23,8 +23,8 @@ import numpy as np
 import pandas as pd
 
 from lmsim.cluster import representatives
-from lmsim.probe import train_probe, word_activations
-from lmsim.redundancy import cluster_cuts, layer_subsets, probe_sweep, scipy_agreement
+from lmsim.probe import control_labels, train_probe, tune_penalty, word_activations
+from lmsim.redundancy import cluster_cuts, layer_subsets, scipy_agreement
 from lmsim.subset_controls import subset_controls
 
 __all__ = ["sentence_groups", "model_redundancy", "transfer_probes"]
@@ -62,6 +62,8 @@ def model_redundancy(
     n_boot: int = 1000,
     scipy_rows: int = 20_000,
     extract_kw: Mapping | None = None,
+    lambdas: Sequence[float] | None = None,
+    compare: Mapping | None = None,
     **probe_kwargs,
 ) -> dict:
     """Everything the probing page reports about one model, its activations dropped after.
@@ -88,6 +90,14 @@ def model_redundancy(
         (:func:`lmsim.redundancy.scipy_agreement`).
     extract_kw : dict, optional
         :func:`lmsim.probe.word_activations` options (``subword``, ``batch_size``, ...).
+    lambdas : sequence of float, optional
+        With ``solver="lbfgs"``: per task, ``λ = λ1 = λ2`` is tuned on dev on all neurons
+        from this grid (:func:`lmsim.probe.tune_penalty`) and used for every probe of the
+        task; default: ``l1`` and ``l2`` as given.
+    compare : dict, optional
+        :func:`lmsim.probe.train_probe` options of a second probe on all neurons (e.g. the
+        thesis's 10 epochs of Adam), trained per task beside the page's probe, both with
+        train / dev / test curves (``solvers`` and ``curves`` in the output).
     **probe_kwargs
         :func:`lmsim.probe.train_probe` options (``epochs``, ``lr``, ``tol``, ...).
 
@@ -99,7 +109,12 @@ def model_redundancy(
         rows of every task, ``task`` column); ``baseline`` (all neurons at the first seed
         with the control task, per task); ``subsets`` (the thesis's layer subsets against
         all neurons at the first seed, paired intervals over test sentences); ``variance``
-        (per neuron, training words); ``scipy`` ({τ: same partition as scipy}); ``seconds``.
+        (per neuron, training words); ``scipy`` ({τ: same partition as scipy}); ``penalty``
+        (the λ grid's dev accuracies per task, ``chosen`` marks the λ used; empty without
+        ``lambdas``); ``solvers`` (with ``compare``: per task and solver, the probe on all
+        neurons' accuracies, ``converged``, ``stop``, ``steps``) and ``curves`` (accuracy
+        per split after every epoch, or every 10 L-BFGS iterations); ``correct`` (per task,
+        the probe on all neurons' per-word correctness on test); ``seconds``.
     """
     seeds = [int(s) for s in seeds]
     seconds: dict[str, float] = {}
@@ -118,30 +133,45 @@ def model_redundancy(
 
     groups = {k: sentence_groups(sets[k]) for k in ("dev", "test")}
     words = {k: [w for s in sets[k] for w in s.words] for k in _SPLITS}
-    common = dict(groups=groups, n_boot=n_boot, **probe_kwargs)
-    controls, baseline, subsets = [], [], []
-    start = time.perf_counter()
+    controls, baseline, subsets, penalty, solvers, curves = [], [], [], [], [], []
+    correct = {}
     for task, (y, names) in labels.items():
+        start = time.perf_counter()
+        kw, classes = dict(probe_kwargs), np.arange(len(names))
+        if lambdas:
+            best, grid = tune_penalty(
+                X["train"], y["train"], X["dev"], y["dev"], lambdas, classes=classes, **kw
+            )
+            penalty.append(grid.assign(task=task, chosen=grid["lambda"] == best))
+            kw.update(solver="lbfgs", l1=best, l2=best)
+        seconds["penalty (λ on dev)"] = seconds.get("penalty (λ on dev)", 0.0)
+        seconds["penalty (λ on dev)"] += time.perf_counter() - start
+        start = time.perf_counter()
+        cache = {} if kw.get("solver") == "lbfgs" else None
+        ref, base, correct[task] = _reference(X, y, classes, words, seeds[0], kw, cache)
+        baseline.append(base.assign(task=task))
         table = subset_controls(
             X, y, columns, dims, n_classes=len(names), seeds=seeds, random_for=random_for,
-            **common,
+            groups=groups, n_boot=n_boot, cache=cache, **kw,
         )  # fmt: skip
         controls.append(table.assign(task=task))
-        base = probe_sweep(
-            X, y, {"none": np.arange(n)}, n_classes=len(names), words=words,
-            control_for=["none"], seed=seeds[0], **probe_kwargs,
-        )  # fmt: skip
-        baseline.append(base.assign(task=task))
-    seconds["probes (τ, seeds, random subsets)"] = time.perf_counter() - start
-    start = time.perf_counter()
-    for task, (y, names) in labels.items():
+        _add_time(seconds, "probes (τ, seeds, random subsets)", start)
+        start = time.perf_counter()
         table = subset_controls(
             X, y, layer_subsets(dims), dims, n_classes=len(names), reference="all",
-            seeds=seeds[:1], n_random=0, **common,
+            seeds=seeds[:1], n_random=0, groups=groups, n_boot=n_boot, cache=cache, **kw,
         )  # fmt: skip
         subsets.append(table.assign(task=task))
-    seconds["probes (layer subsets)"] = time.perf_counter() - start
-
+        _add_time(seconds, "probes (layer subsets)", start)
+        start = time.perf_counter()
+        if compare:
+            other = train_probe(
+                *[a for k in _SPLITS for a in (X[k], y[k])], classes=classes, curves=True,
+                **compare,
+            )  # fmt: skip
+            for r in (ref, other):
+                _solver_rows(r, task, solvers, curves)
+        _add_time(seconds, "solver comparison", start)
     start = time.perf_counter()
     variance = np.concatenate(
         [
@@ -160,8 +190,60 @@ def model_redundancy(
         subsets=pd.concat(subsets, ignore_index=True).assign(model=model),
         variance=variance,
         scipy=scipy,
+        penalty=pd.concat(penalty, ignore_index=True).assign(model=model)
+        if penalty
+        else pd.DataFrame(),
+        solvers=pd.DataFrame(solvers).assign(model=model),
+        curves=pd.DataFrame(curves).assign(model=model),
+        correct=correct,
         seconds=seconds,
     )
+
+
+def _add_time(seconds: dict, step: str, start: float) -> None:
+    seconds[step] = seconds.get(step, 0.0) + time.perf_counter() - start
+
+
+def _reference(X, y, classes, words, seed, kw, cache):
+    """The probe on all neurons (with curves) and its control task, first seed.
+
+    Returns the probe, the baseline row (``n_neurons``, accuracies, ``majority``,
+    ``control``, ``selectivity`` on test) and its per-word correctness on test; the probe
+    enters ``cache`` (when given) so the
+    controls reuse it.
+    """
+    n = X["train"].shape[1]
+    splits = [a for k in _SPLITS for a in (X[k], y[k])]
+    r = train_probe(*splits, classes=classes, curves=True, seed=seed, **kw)
+    correct = {k: r.predict(X[k]) == y[k] for k in ("dev", "test")}
+    if cache is not None:
+        cache[np.arange(n, dtype=np.int64).tobytes()] = (r, correct)
+    ctrl = control_labels(words["train"], y["train"], words["dev"], words["test"], seed=seed)
+    c = train_probe(
+        *[a for k, lab in zip(_SPLITS, ctrl, strict=True) for a in (X[k], lab)],
+        classes=classes, seed=seed, **kw,
+    )  # fmt: skip
+    row = dict(key="none", n_neurons=n, **r.accuracy, majority=r.majority["test"])
+    row.update(epochs_run=r.n_epochs, converged=r.converged, control=c.accuracy["test"])
+    row["selectivity"] = row["test"] - row["control"]
+    return r, pd.DataFrame([row]), correct["test"]
+
+
+def _solver_rows(r, task, solvers, curves) -> None:
+    """Append a probe's summary row and its per-split accuracy curves."""
+    name = r.settings.get("solver", "adam")
+    every = 10 if name == "lbfgs" else 1
+    solvers.append(
+        dict(task=task, solver=name, **r.accuracy, converged=r.converged,
+             stop=r.stop_reason or ("rule" if r.converged else "max epochs"),
+             steps=r.n_epochs, rule=r.stopping_rule)
+    )  # fmt: skip
+    for split, values in r.curves.items():
+        steps = [min(every * (i + 1), r.n_epochs) for i in range(len(values))]
+        curves += [
+            dict(task=task, solver=name, split=split, step=st, accuracy=v)
+            for st, v in zip(steps, values, strict=True)
+        ]
 
 
 def transfer_probes(

@@ -140,16 +140,34 @@ def paired_bootstrap(
     return dict(diff=est.estimate, lo=est.low, hi=est.high, se=est.sd, n_units=int(est.n))
 
 
-def _probe(X, y, cols, classes, seed, probe_kwargs):
-    """A probe on ``cols`` (seeded) and its per-word correctness on dev and test."""
+def _probe(X, y, cols, classes, seed, probe_kwargs, warm=None):
+    """A probe on ``cols`` (seeded) and its per-word correctness on dev and test.
+
+    ``warm``: a converged probe on all columns; its weights on ``cols`` start L-BFGS.
+    """
+    init = None if warm is None else (warm.weights[:, cols], warm.bias)
     r = train_probe(
         *[a for k in _SPLITS for a in (X[k][:, cols], y[k])],
         classes=classes,
         seed=seed,
+        init=init,
         **probe_kwargs,
     )
     correct = {k: r.predict(X[k][:, cols]) == y[k] for k in ("dev", "test")}
     return r, correct
+
+
+def _cached_probe(cache, X, y, cols, classes, seed, probe_kwargs):
+    """:func:`_probe`, reused from ``cache`` (a dict, or None: no reuse) for equal columns;
+    with a cache, the probe on all columns (when there) warm-starts the others."""
+    if cache is None:
+        return _probe(X, y, cols, classes, seed, probe_kwargs)
+    key = np.asarray(cols, dtype=np.int64).tobytes()
+    if key not in cache:
+        full = cache.get(np.arange(X["train"].shape[1], dtype=np.int64).tobytes())
+        warm = None if full is None else full[0]
+        cache[key] = _probe(X, y, cols, classes, seed, probe_kwargs, warm=warm)
+    return cache[key]
 
 
 def subset_controls(
@@ -167,6 +185,7 @@ def subset_controls(
     n_boot: int = 2000,
     level: float = 0.95,
     margin: float = 0.0,
+    cache: dict | None = None,
     **probe_kwargs,
 ) -> pd.DataFrame:
     """Probes on every kept set and on random subsets of the same size per layer, per seed.
@@ -200,6 +219,10 @@ def subset_controls(
         :func:`paired_bootstrap`.
     margin : float
         A subset has equal accuracy when its dev interval's upper end is ``>= -margin``.
+    cache : dict, optional
+        ``solver="lbfgs"`` only: probes already trained, ``{columns.tobytes(): (result,
+        {"dev": correct, "test": correct})}``, shared between calls with the same options
+        (filled here).
     **probe_kwargs
         :func:`lmsim.probe.train_probe` (``epochs``, ``lr``, ``tol``, ``device``, ...).
 
@@ -225,6 +248,11 @@ def subset_controls(
     classes = np.arange(int(n_classes))
     groups = groups or {}
     rows = []
+    # L-BFGS starts from W = 0: a probe on the same columns is the same for every seed.
+    if probe_kwargs.get("solver") != "lbfgs":
+        cache = None
+    elif cache is None:
+        cache = {}
     for seed in seeds:
         cols_by_key = columns(seed) if callable(columns) else columns
         if reference not in cols_by_key:
@@ -232,8 +260,8 @@ def subset_controls(
                 f"`reference` {reference!r} is not a key of `columns` {list(cols_by_key)}; "
                 "pass the key of all neurons"
             )
-        ref, ref_correct = _probe(
-            X, y, np.asarray(cols_by_key[reference]), classes, seed, probe_kwargs
+        ref, ref_correct = _cached_probe(
+            cache, X, y, np.asarray(cols_by_key[reference]), classes, seed, probe_kwargs
         )
         runs = [(reference, "reference", 0, np.asarray(cols_by_key[reference]))]
         for key, cols in cols_by_key.items():
@@ -249,7 +277,7 @@ def subset_controls(
             r, correct = (
                 (ref, ref_correct)
                 if kind == "reference"
-                else _probe(X, y, cols, classes, seed, probe_kwargs)
+                else _cached_probe(cache, X, y, cols, classes, seed, probe_kwargs)
             )
             row = dict(
                 seed=seed,
@@ -260,6 +288,7 @@ def subset_controls(
                 **r.accuracy,
                 epochs_run=r.n_epochs,
                 converged=r.converged,
+                stop=r.stop_reason,
             )
             for split in ("dev", "test"):
                 boot = paired_bootstrap(

@@ -71,3 +71,32 @@ def test_model_redundancy_equals_the_library_calls_it_stands_for():
     assert len(c) == 2 * 4 and list(c[c.kind == "random"].key) == [0.9, 0.9]
     assert all(run["scipy"].values()) and len(run["baseline"]) == 1
     assert set(run["subsets"].kind) == {"reference", "kept"}
+
+
+def test_model_redundancy_tunes_the_penalty_and_reuses_converged_probes():
+    from lmsim.probe import train_probe
+    from lmsim.redundancy import label_ids, probing_sets
+    from lmsim.redundancy_sweep import model_redundancy
+
+    sets = probing_sets("smoke", 30, 10, 10)
+    labels = {"POS": label_ids(sets, "upos")}
+    kw = dict(device="cpu", zoo_profile="smoke")
+    run = model_redundancy(
+        "zoo/mlm-s0", sets, labels, thresholds=[0.5, 0.9], seeds=[0, 1], random_for=[0.9],
+        n_boot=20, extract_kw=kw, lambdas=[1e-2, 1e-3], solver="lbfgs", max_iter=200,
+        compare=dict(epochs=2, device="cpu"), device="cpu",
+    )  # fmt: skip
+    p = run["penalty"]
+    assert list(p["lambda"]) == [1e-2, 1e-3] and p.chosen.sum() == 1
+    c = run["controls"]
+    ref = c[c.kind == "reference"]
+    # the converged reference does not depend on the seed: trained once, reused
+    assert ref.test.nunique() == 1 and ref.stop.notna().all()
+    assert set(run["solvers"].solver) == {"lbfgs", "adam"}
+    assert set(run["curves"].split) == {"train", "dev", "test"}
+    b = run["baseline"].iloc[0]
+    assert b.test == ref.test.iloc[0] and b.selectivity == b.test - b.control
+    lam = float(p["lambda"][p.chosen].iloc[0])
+    sub = run["subsets"]
+    assert sub[sub.kind == "reference"].test.iloc[0] == ref.test.iloc[0]
+    assert lam in (1e-2, 1e-3) and callable(train_probe)

@@ -39,6 +39,13 @@ Convergence
     report it, ``.objective`` holds ``J`` per epoch and ``curves=True`` adds the accuracy
     of every split per epoch (train / dev curves).
 
+Converged probes (``solver="lbfgs"``)
+    Full-batch L-BFGS-B on the same ``J`` to first-order optimality (the projected
+    gradient's largest entry at most ``gtol``; ``_lbfgs``), from ``W = 0``; the L1 term is
+    exact (``W = P − N``, ``P, N >= 0``), so weights below the penalty's reach are exactly
+    zero. :func:`tune_penalty` picks ``λ = λ1 = λ2`` on dev from a grid along the
+    regularisation path (warm starts). NeuroX's 10-epoch Adam stays the default.
+
 Baselines
     The majority-class baseline (most frequent training label) is always reported. With
     ``words_*`` given, a control task (Hewitt & Liang 2019) is trained with identical
@@ -54,7 +61,8 @@ Neuron rankings
 The package, by concern: ``_train`` (:func:`train_probe`, :class:`ProbeResult`), ``_fit``
 (the seeded Adam loop, the penalty, prediction), ``_baselines`` (:func:`control_labels`,
 :func:`lexical_baseline`), ``_rankings`` (:func:`get_top_neurons`, :func:`neuron_ordering`),
-``_words`` (:func:`word_activations`).
+``_words`` (:func:`word_activations`), ``_lbfgs`` (the L-BFGS-B solver), ``_tune``
+(:func:`tune_penalty`).
 
 References
 ----------
@@ -66,18 +74,22 @@ Control Tasks", EMNLP; Dalvi et al. (2020), EMNLP (the redundancy protocol).
 from lmsim.probe._baselines import control_labels, lexical_baseline
 from lmsim.probe._fit import PENALTY_SCALINGS
 from lmsim.probe._fit import _step_loss as _step_loss
+from lmsim.probe._lbfgs import SOLVERS
 from lmsim.probe._rankings import get_top_neurons, neuron_ordering
 from lmsim.probe._train import SPLITS as SPLITS
 from lmsim.probe._train import ProbeResult, train_probe
+from lmsim.probe._tune import tune_penalty
 from lmsim.probe._words import word_activations
 
 __all__ = [
     "ProbeResult",
     "train_probe",
+    "tune_penalty",
     "control_labels",
     "lexical_baseline",
     "get_top_neurons",
     "neuron_ordering",
     "word_activations",
     "PENALTY_SCALINGS",
+    "SOLVERS",
 ]

@@ -12,6 +12,7 @@ from lmsim._checks import check_finite
 from lmsim._threads import thread_policy
 from lmsim.probe._baselines import control_labels
 from lmsim.probe._fit import PENALTY_SCALINGS, _as_tensor, _column_stats, _fit, _predict
+from lmsim.probe._lbfgs import SOLVERS, _fit_lbfgs, lbfgs_stopping_rule
 from lmsim.probe._rankings import get_top_neurons
 
 SPLITS = ("train", "dev", "test")
@@ -45,7 +46,12 @@ class ProbeResult:
         With ``curves=True``: accuracy on every split given after every epoch.
     converged : bool or None
         With ``tol``: whether the stopping rule held before ``epochs`` ran out (False
-        means the probe may be under-converged); None without ``tol``.
+        means the probe may be under-converged); None without ``tol``. With
+        ``solver="lbfgs"``: whether its stopping rule held within ``max_iter``.
+    iterations, gradient, stop_reason : int, float, str or None
+        ``solver="lbfgs"`` only: iterations run, the final pseudo-gradient's largest
+        entry, and which rule stopped it (``"gradient"``, ``"objective"``, ``"zero"``:
+        ``W = 0`` is optimal, ``"max_iter"``, ``"stalled"``).
     mean, scale : ndarray of shape (n_neurons,) or None
         Standardisation fitted on the training split.
     settings : dict
@@ -69,16 +75,22 @@ class ProbeResult:
     objective: list[float] = field(default_factory=list)
     curves: dict[str, list[float]] | None = None
     converged: bool | None = None
+    iterations: int | None = None
+    gradient: float | None = None
+    stop_reason: str | None = None
 
     @property
     def n_epochs(self) -> int:
-        """Epochs actually run (fewer than ``settings["epochs"]`` when ``tol`` stopped it)."""
-        return len(self.losses)
+        """Epochs actually run (fewer than ``settings["epochs"]`` when ``tol`` stopped it);
+        with ``solver="lbfgs"`` the L-BFGS iterations."""
+        return self.iterations if self.iterations is not None else len(self.losses)
 
     @property
     def stopping_rule(self) -> str:
         """The solver's stopping rule, in words."""
         st = self.settings
+        if st.get("solver") == "lbfgs":
+            return lbfgs_stopping_rule(st)
         if st.get("tol") is None:
             return (
                 f"a fixed {st['epochs']} epochs of Adam (lr {st['lr']:g}, batch {st['batch_size']})"
@@ -147,6 +159,11 @@ def train_probe(
     tol: float | None = None,
     patience: int = 2,
     curves: bool = False,
+    solver: str = "adam",
+    gtol: float = 1e-4,
+    ftol: float = 0.0,
+    max_iter: int = 500,
+    init=None,
     penalty_scaling: str = "sample",
     shuffle: bool = True,
     standardize: bool = False,
@@ -185,7 +202,20 @@ def train_probe(
         epoch's change a poor signal).
     curves : bool, default=False
         Record the accuracy on every split given after every epoch (``result.curves``) and
-        the objective (one more pass over every split per epoch).
+        the objective (one more pass over every split per epoch; with L-BFGS after every
+        block of 10 iterations).
+    solver : {"adam", "lbfgs"}, default="adam"
+        ``"adam"``: NeuroX's minibatch Adam (``epochs``, ``batch_size``, ``lr``, ``tol``).
+        ``"lbfgs"``: full-batch L-BFGS to first-order optimality (:mod:`lmsim.probe._lbfgs`:
+        the smoothed objective, the stopping rule ``‖∇J_ε‖_∞ <= gtol``), from ``W = 0`` so
+        ``seed`` does not matter; ``epochs``, ``batch_size``, ``lr``, ``tol`` are ignored.
+    gtol, ftol, max_iter : float, float, int
+        L-BFGS's stopping rule (the pseudo-gradient's largest entry at most ``gtol``, or
+        with ``ftol > 0`` the objective falling by less than ``ftol``, relative, over 10
+        iterations) and its iteration limit.
+    init : tuple of ndarray, optional
+        L-BFGS only: ``(W, b)`` to start from (on the standardised scale with
+        ``standardize``), e.g. the solution at a neighbouring λ.
     penalty_scaling : {"sample", "neurox"}
         How the penalty enters each step (:mod:`lmsim.probe`'s docstring).
     shuffle : bool, default=True
@@ -215,6 +245,10 @@ def train_probe(
     from lmsim.models import resolve_device
 
     _check_options(penalty_scaling, epochs, batch_size, l1, l2)
+    if solver not in SOLVERS:
+        raise ValueError(f"`solver` must be one of {SOLVERS}, got {solver!r}")
+    if solver == "lbfgs" and not (gtol > 0 and int(max_iter) >= 1):
+        raise ValueError(f"need `gtol` > 0 and `max_iter` >= 1, got {gtol!r}, {max_iter!r}")
     if tol is not None and not (np.isfinite(tol) and tol >= 0):
         raise ValueError(f"`tol` must be a finite relative decrease >= 0 or None, got {tol!r}")
     if int(patience) < 1:
@@ -238,12 +272,17 @@ def train_probe(
         seed=seed,
         device=str(dev),
     )
-    if tol is not None:
+    if solver == "lbfgs":
+        settings.update(solver="lbfgs", gtol=float(gtol), ftol=float(ftol), max_iter=int(max_iter))
+        settings.update(warm_start=init is not None)
+    elif tol is not None:
         settings.update(tol=float(tol), patience=int(patience))
     if curves:
         settings.update(curves=True)
     labels = {name: y for name, (_, y) in data.items()}
-    result = _train_and_score(Xt, labels, classes, settings, mean, scale)
+    if init is not None:
+        init = tuple(torch.as_tensor(np.asarray(a, dtype=np.float32)) for a in init)
+    result = _train_and_score(Xt, labels, classes, settings, mean, scale, init=init)
     if words_train is not None:
         words = {"train": words_train, "dev": words_dev, "test": words_test}
         control_seed = seed if control_seed is None else control_seed
@@ -337,7 +376,7 @@ def _class_index(classes: np.ndarray, y: np.ndarray, device) -> torch.Tensor:
     return torch.as_tensor(pos, dtype=torch.long, device=device)
 
 
-def _train_and_score(Xt, labels, classes, settings, mean, scale) -> ProbeResult:
+def _train_and_score(Xt, labels, classes, settings, mean, scale, init=None) -> ProbeResult:
     """Fit a probe to ``labels["train"]`` and score it on every split of ``labels``."""
     y_train = _class_index(classes, labels["train"], Xt["train"].device)
     curves = {name: [] for name in labels} if settings.get("curves") else None
@@ -347,15 +386,18 @@ def _train_and_score(Xt, labels, classes, settings, mean, scale) -> ProbeResult:
             pred = classes[_predict(Xt[name], W, b, mean, scale, 8192).numpy()]
             curves[name].append(float((pred == y).mean()) if y.size else float("nan"))
 
-    W, b, losses, objective, converged = _fit(
-        Xt["train"],
-        y_train,
-        len(classes),
-        settings,
-        mean,
-        scale,
-        on_epoch=on_epoch if curves is not None else None,
-    )
+    info = {}
+    if settings.get("solver") == "lbfgs":
+        W, b, objective, converged, info = _fit_lbfgs(
+            Xt["train"], y_train, len(classes), settings, mean, scale,
+            on_epoch=on_epoch if curves is not None else None, init=init,
+        )  # fmt: skip
+        losses = list(objective)
+    else:
+        W, b, losses, objective, converged = _fit(
+            Xt["train"], y_train, len(classes), settings, mean, scale,
+            on_epoch=on_epoch if curves is not None else None,
+        )  # fmt: skip
     values, counts = np.unique(labels["train"], return_counts=True)
     majority_class = values[np.argmax(counts)]
     acc, majority, per_class = {}, {}, {}
@@ -382,6 +424,9 @@ def _train_and_score(Xt, labels, classes, settings, mean, scale) -> ProbeResult:
         objective=objective,
         curves=curves,
         converged=converged,
+        iterations=info.get("iterations"),
+        gradient=info.get("gradient"),
+        stop_reason=info.get("reason"),
     )
 
 
