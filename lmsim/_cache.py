@@ -7,6 +7,12 @@ import os
 from pathlib import Path
 
 
+def cache_root() -> Path:
+    """The lmsim cache's root: ``$LMSIM_CACHE`` when set, else ``~/.cache/lmsim`` (not
+    created, and without the dry run's ``dry-run`` sub-folder that :func:`cache_dir` adds)."""
+    return Path(os.environ.get("LMSIM_CACHE", Path.home() / ".cache" / "lmsim"))
+
+
 def cache_dir(*parts: str) -> Path:
     """Return (and create) a folder under the lmsim cache.
 
@@ -30,7 +36,7 @@ def cache_dir(*parts: str) -> Path:
     from lmsim._dryrun import dry_run
 
     from_env = "LMSIM_CACHE" in os.environ
-    root = Path(os.environ.get("LMSIM_CACHE", Path.home() / ".cache" / "lmsim"))
+    root = cache_root()
     if dry_run() and parts[:1] != ("zoo",):
         # Stand-ins never mix with real models, extractions or fine-tunes; the zoo (lmsim's
         # own models, trained offline) is the same in a dry run and is shared.

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lmsim._cache import cache_root
 from lmsim._io import MARKER, SIDECAR, entry_status
 from lmsim.reproduce._resources import (
     GB,
@@ -45,11 +46,6 @@ from lmsim.reproduce._resources import (
 
 class PlanError(RuntimeError):
     """A page's plan does not fit the machine (raised by :func:`check_plan`)."""
-
-
-def cache_root() -> Path:
-    """The lmsim cache's root (``$LMSIM_CACHE``, else ``~/.cache/lmsim``), not created."""
-    return Path(os.environ.get("LMSIM_CACHE", Path.home() / ".cache" / "lmsim"))
 
 
 def _entries(root: Path, patterns: Sequence[str]) -> set[Path]:

@@ -208,6 +208,8 @@ def detect_machine(cache: str | Path | None = None, measure_gemm: bool = False) 
     import os
     import shutil
 
+    from lmsim._cache import cache_root
+
     gpu = 0.0
     try:
         import torch
@@ -217,7 +219,7 @@ def detect_machine(cache: str | Path | None = None, measure_gemm: bool = False) 
     except ImportError:
         pass
     ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / GB
-    folder = Path(cache or os.environ.get("LMSIM_CACHE", Path.home() / ".cache" / "lmsim"))
+    folder = Path(cache) if cache else cache_root()
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent
     disk = shutil.disk_usage(folder).free / GB
