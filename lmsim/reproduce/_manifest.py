@@ -23,7 +23,7 @@ OPT_IN_PROFILES: tuple[str, ...] = ("gpu",)
 BOOK_PROFILES: tuple[str, ...] = ("default", *OPT_IN_PROFILES)
 MANIFEST = Path("notebooks") / "runs.yml"
 _CHAPTER_KEYS = {"slug", "title", "notebooks"}
-_ENTRY_KEYS = {"name", "source", "verify", "title"}
+_ENTRY_KEYS = {"name", "source", "verify", "title", "barrier", "needs"}
 # A profile's value that keeps a page from running under that profile.
 SKIP = "skip"
 # The five papers the book sets out to reproduce; the slugs are their BibTeX keys.
@@ -149,6 +149,9 @@ def load_manifest(path: str | Path) -> dict[str, Any]:
                     f"`title` of {slug}/{entry['name']} must be one line of text (the page's "
                     f"heading), got {title!r}"
                 )
+            from lmsim.reproduce._schedule import check_schedule_entry
+
+            check_schedule_entry(entry, f"{path}: notebook {slug}/{entry['name']}")
             if "verify" in entry:
                 from lmsim.reproduce._verify import check_verify_entry
 
