@@ -171,3 +171,28 @@ def test_the_repository_lock_is_read_and_recorded():
     warning = environment.lock_warning({**info, "matches_lock": False, "differences": ["a: b"]})
     assert "differs from requirements/lock-cpu-py311.txt" in warning
     assert environment.machine_info()["usable_cores"] >= 1
+
+
+def test_compare_judges_pages_executed_elsewhere_without_executing(tmp_path, capsys):
+    _notebook(tmp_path / "notebooks" / "demo" / "01_page.ipynb", SHOW)
+    manifest = {
+        "profiles": {p: p for p in reproduce.PROFILES},
+        "chapters": [{"slug": "demo", "title": "Demo", "notebooks": [{"name": "01_page"}]}],
+    }
+    (tmp_path / "notebooks" / "runs.yml").write_text(yaml.safe_dump(manifest))
+    argv = ["--profile", "default", "--root", str(tmp_path), "--no-progress"]
+    assert reproduce.main(argv) == 0
+    elsewhere = tmp_path / "other-clone-book"
+    assert reproduce.main([*argv, "--output-dir", str(elsewhere)]) == 0
+    page = elsewhere / "demo" / "01_page.ipynb"
+    assert reproduce.main([*argv, "--compare", str(elsewhere)]) == 0
+    assert "1 agree, 0 do not" in capsys.readouterr().out
+    # Edit the number in the page executed elsewhere: --compare reads it as it is.
+    page.write_text(page.read_text().replace("0.5", "0.75"))
+    assert reproduce.main([*argv, "--compare", str(elsewhere)]) == 1
+    assert "differs" in capsys.readouterr().out
+    page.unlink()
+    assert reproduce.main([*argv, "--compare", str(elsewhere)]) == 1
+    assert "no executed page" in capsys.readouterr().err
+    assert reproduce.main([*argv, "--compare", str(tmp_path / "nowhere")]) == 2
+    assert reproduce.main([*argv, "--compare", str(elsewhere), "--verify"]) == 2

@@ -85,6 +85,13 @@ def _parser() -> argparse.ArgumentParser:
         "each entry's `verify` in notebooks/runs.yml); exit 1 on any disagreement",
     )
     parser.add_argument(
+        "--compare",
+        type=Path,
+        metavar="DIR",
+        help="compare the executed pages under DIR (<slug>/<name>.ipynb: another clone's "
+        "book/, an --output-dir) with the committed pages as --verify does, executing nothing",
+    )
+    parser.add_argument(
         "--plan",
         action="store_true",
         help="print each selected page's estimated peak RAM, GPU memory, disk and time on "
@@ -186,10 +193,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ValueError("--verify compares with the committed pages: drop --output-dir/-p")
         if args.dry_run and (args.verify or args.plan):
             raise ValueError("--dry-run executes stand-ins: drop --verify/--plan")
+        if args.compare and (args.verify or args.dry_run or args.output_dir or overrides):
+            raise ValueError(
+                "--compare reads pages executed elsewhere: drop --verify/--dry-run/--output-dir/-p"
+            )
+        if args.compare and not args.compare.is_dir():
+            raise ValueError(f"--compare {args.compare}: no such folder of executed pages")
         output_dir = root / "_build" / "verify" / args.profile if args.verify else args.output_dir
+        if args.compare:
+            output_dir = args.compare
         runs = plan_runs(manifest, args.profile, root, args.only, output_dir, overrides)
         if args.plan:
             return _plan(runs, args.machine, args.keep_cache)
+        if args.compare:
+            return _verify(manifest, args, root, [_found(run) for run in runs])
         if args.dry_run:
             runs = dry_run_runs(runs, root, args.output_dir)
             enter_dry_run()
@@ -304,6 +321,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 1
     return 0
+
+
+def _found(run) -> RunResult:
+    """``--compare``: a page executed elsewhere, as a run's result (failed when missing)."""
+    there = run.output.is_file()
+    return RunResult(run, there, 0.0, None if there else f"no executed page at {run.output}")
 
 
 def _jobs(text: str, n_runs: int) -> int:
