@@ -9,6 +9,7 @@ import pytest
 
 from lmsim.reproduce._cli import _jobs
 from lmsim.reproduce._schedule import (
+    chain_seconds,
     check_schedule_entry,
     expected_seconds,
     run_pages,
@@ -87,8 +88,8 @@ def test_needs_wait_for_the_page_they_read_and_the_longest_free_page_starts_firs
     expected = {"a/02": 500.0, "c/01": 100.0, "b/01": 10.0, "a/01": 1.0}
     run_pages(keys, 2, rec, schedule, expected)
     starts = [key for kind, key in rec.events if kind == "start"]
-    # a/02 is the longest but needs a/01: c/01 and b/01, the longest free pages, go first.
-    assert starts[:2] == ["c/01", "b/01"]
+    # a/02 is the longest but needs a/01, which therefore goes first; then c/01.
+    assert starts[:2] == ["a/01", "c/01"]
     assert rec.position("end", "a/01") < rec.position("start", "a/02")
     assert rec.most <= 2
 
@@ -147,3 +148,21 @@ def test_the_book_manifest_schedule_is_valid():
     schedule = schedule_of(load_manifest(find_root() / MANIFEST))
     assert schedule["lmsim_zoo/01_train_zoo"][0]  # every later page reads the zoo
     assert "zhang2022_lmd/01_decomposition" in schedule["zhang2022_lmd/02_beyond_the_paper"][1]
+
+
+def test_a_page_others_wait_for_counts_their_time_too():
+    keys = ["lmd/01", "lmd/02", "wu/01", "red/02"]
+    schedule = {"lmd/02": (False, ("lmd/01",))}
+    expected = {"lmd/01": 14.0, "lmd/02": 8.0, "wu/01": 20.0, "red/02": 21.0}
+    chain = chain_seconds(keys, schedule, expected)
+    assert chain == {"lmd/01": 22.0, "lmd/02": 8.0, "wu/01": 20.0, "red/02": 21.0}
+    rec = Recorder(keys)
+    run_pages(keys, 2, rec, schedule, expected)
+    # lmd/01 alone is shorter than wu/01 and red/02, but with lmd/02 after it the longest.
+    assert [key for kind, key in rec.events if kind == "start"][:2] == ["lmd/01", "red/02"]
+
+
+def test_chain_seconds_survives_a_cycle():
+    schedule = {"a/01": (False, ("b/01",)), "b/01": (False, ("a/01",))}
+    chain = chain_seconds(["a/01", "b/01"], schedule, {"a/01": 1.0, "b/01": 2.0})
+    assert chain["a/01"] >= 1.0 and chain["b/01"] >= 2.0

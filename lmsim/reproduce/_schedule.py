@@ -13,8 +13,9 @@ Two manifest keys order the pages (``notebooks/runs.yml``):
 ``needs: [slug/name, ...]``
     The page starts once these pages have finished (LMD 02 reads 01's cached shards).
 
-Among the pages free to start, the one expected to take longest starts first (its
-committed page's wall time): the long pages do not end up alone at the end.
+Among the pages free to start, the one with the longest expected chain starts first: its
+committed page's wall time plus the longest chain of pages that need it, so long pages and
+pages others wait for do not end up alone at the end.
 """
 
 from __future__ import annotations
@@ -25,7 +26,13 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
-__all__ = ["check_schedule_entry", "expected_seconds", "run_pages", "schedule_of"]
+__all__ = [
+    "chain_seconds",
+    "check_schedule_entry",
+    "expected_seconds",
+    "run_pages",
+    "schedule_of",
+]
 
 
 def check_schedule_entry(entry: Mapping[str, Any], where: str) -> None:
@@ -97,6 +104,31 @@ def _free(
     return all(need in finished or need not in keys for need in needs)
 
 
+def chain_seconds(
+    keys: Sequence[str],
+    schedule: Mapping[str, tuple[bool, tuple[str, ...]]],
+    expected: Mapping[str, float],
+) -> dict[str, float]:
+    """Each page's expected seconds plus the longest chain of pages among ``keys`` that
+    (transitively) need it: the critical path that starts with the page."""
+    users: dict[str, list[str]] = {key: [] for key in keys}
+    for key in keys:
+        for need in schedule.get(key, (False, ()))[1]:
+            if need in users:
+                users[need].append(key)
+    chain: dict[str, float] = {}
+
+    def length(key: str, seen: frozenset) -> float:
+        if key not in chain:
+            later = [length(user, seen | {key}) for user in users[key] if user not in seen]
+            chain[key] = expected.get(key, 0.0) + max(later, default=0.0)
+        return chain[key]
+
+    for key in keys:
+        length(key, frozenset())
+    return chain
+
+
 def run_pages(
     keys: Sequence[str],
     jobs: int,
@@ -117,7 +149,8 @@ def run_pages(
     schedule : mapping
         :func:`schedule_of`'s ``(barrier, needs)`` per page; a missing page has neither.
     expected : mapping, optional
-        Expected seconds per page: among the free pages the longest starts first.
+        Expected seconds per page: among the free pages the one with the longest chain
+        (:func:`chain_seconds`) starts first.
 
     Returns
     -------
@@ -126,7 +159,8 @@ def run_pages(
     """
     if jobs < 1:
         raise ValueError(f"jobs must be at least 1, got {jobs}")
-    expected = (expected or {}) if jobs > 1 else {}  # one job: the manifest's order
+    # One job: the manifest's order; several: the longest chain first.
+    expected = chain_seconds(keys, schedule, expected or {}) if jobs > 1 else {}
     results: list[Any] = [None] * len(keys)
     pending = list(range(len(keys)))
     finished: set[str] = set()
