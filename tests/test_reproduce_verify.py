@@ -59,6 +59,14 @@ def test_identical_pages_agree_and_timing_columns_are_ignored():
     assert all(c.ok for c in checks)
 
 
+def test_throughput_columns_measure_the_run_and_are_not_compared():
+    table = TABLE.replace("wall time", "tokens_per_s")
+    old = _page([], [table.format(acc="0.812", t="3767.4")])
+    new = _page([], [table.format(acc="0.812", t="14198.6")])
+    checks = verify.compare_pages("c/p", old, new, {"trains": True, "rtol": 0.05})
+    assert [c.quantity for c in checks] == ["table 0.0: mlm-s0 / accuracy"]
+
+
 def test_fixed_input_pages_are_held_float64_tight():
     old = _page(html=[TABLE.format(acc="0.812000", t="1")])
     new = _page(html=[TABLE.format(acc="0.812001", t="1")])

@@ -26,7 +26,8 @@ DEFAULT_ATOL = 1e-9
 VERIFY_KEYS = {"trains", "rtol", "atol"}
 # Columns that measure the run rather than the result: never compared.
 _RUN_COLUMNS = re.compile(
-    r"time|wall|seconds|\bs\b|tok/s|seq/s|throughput|speed|date|elapsed|mfu", re.IGNORECASE
+    r"time|wall|seconds|\bs\b|tok/s|tokens?[_ ]per[_ ]s|seq/s|throughput|speed|date|elapsed|mfu",
+    re.IGNORECASE,
 )
 _NUMBER = re.compile(r"[-+−]?(?:\d[\d,]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 
