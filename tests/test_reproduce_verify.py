@@ -132,14 +132,19 @@ def _notebook(path: Path, body: str) -> None:
 SHOW = "import pandas as pd\npd.DataFrame({'accuracy': [value]}, index=['m'])"
 
 
-def test_verify_reexecutes_into_scratch_and_compares(tmp_path, capsys):
-    _notebook(tmp_path / "notebooks" / "demo" / "01_page.ipynb", SHOW)
+def _demo_repository(root: Path) -> list[str]:
+    """A one-page book under ``root`` (notebook and manifest); the runner's base argv."""
+    _notebook(root / "notebooks" / "demo" / "01_page.ipynb", SHOW)
     manifest = {
         "profiles": {p: p for p in reproduce.PROFILES},
         "chapters": [{"slug": "demo", "title": "Demo", "notebooks": [{"name": "01_page"}]}],
     }
-    (tmp_path / "notebooks" / "runs.yml").write_text(yaml.safe_dump(manifest))
-    argv = ["--profile", "default", "--root", str(tmp_path), "--no-progress"]
+    (root / "notebooks" / "runs.yml").write_text(yaml.safe_dump(manifest))
+    return ["--profile", "default", "--root", str(root), "--no-progress"]
+
+
+def test_verify_reexecutes_into_scratch_and_compares(tmp_path, capsys):
+    argv = _demo_repository(tmp_path)
     assert reproduce.main(argv) == 0
     committed = tmp_path / "book" / "demo" / "01_page.ipynb"
     before = committed.read_bytes()
@@ -182,13 +187,7 @@ def test_the_repository_lock_is_read_and_recorded():
 
 
 def test_compare_judges_pages_executed_elsewhere_without_executing(tmp_path, capsys):
-    _notebook(tmp_path / "notebooks" / "demo" / "01_page.ipynb", SHOW)
-    manifest = {
-        "profiles": {p: p for p in reproduce.PROFILES},
-        "chapters": [{"slug": "demo", "title": "Demo", "notebooks": [{"name": "01_page"}]}],
-    }
-    (tmp_path / "notebooks" / "runs.yml").write_text(yaml.safe_dump(manifest))
-    argv = ["--profile", "default", "--root", str(tmp_path), "--no-progress"]
+    argv = _demo_repository(tmp_path)
     assert reproduce.main(argv) == 0
     elsewhere = tmp_path / "other-clone-book"
     assert reproduce.main([*argv, "--output-dir", str(elsewhere)]) == 0

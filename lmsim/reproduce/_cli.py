@@ -332,12 +332,9 @@ def _found(run) -> RunResult:
 def _jobs(text: str, n_runs: int) -> int:
     """``--jobs``: a positive count, or ``auto`` (usable cores over one page's threads)."""
     if text == "auto":
-        import os
+        from lmsim._threads import _usable_cores, default_threads
 
-        from lmsim._threads import default_threads
-
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
-        count = max(1, cores // max(1, default_threads()))
+        count = max(1, _usable_cores() // max(1, default_threads()))
     else:
         try:
             count = int(text)
