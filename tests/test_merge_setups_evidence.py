@@ -20,13 +20,14 @@ from lmsim.merge_setups import (
     paired_difference,
     report_claims,
     seed_name,
+    seed_notes,
     settings_for,
     side_scores,
     unit_activations,
     unit_run,
     weight_distances,
 )
-from lmsim.stats import Estimate, paired_bootstrap
+from lmsim.stats import Estimate, paired_bootstrap, with_seed_spread
 from lmsim.tasks import Task, baseline_score, score_predictions
 
 SEEDS = [0, 1, 2]
@@ -110,6 +111,49 @@ def test_paired_difference_is_a_paired_bootstrap_of_the_seed_means(seed):
     assert (got.low, got.high) == pytest.approx((naive.low, naive.high), abs=1e-12)
     assert got.n == sum(len(t.test[1]) for t in tasks)
     assert "seeds (3 vs 2" in got.unit
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_paired_difference_over_seeds_widens_by_the_per_seed_differences(seed):
+    """With n_seeds, runs are grouped seed by seed (A: two runs per seed, a floor; B: one
+    merge per seed, or one shared baseline); the per-seed differences are computed naively
+    from each run's score, and the interval is with_seed_spread of the examples' bootstrap."""
+    rng = np.random.default_rng(seed)
+    tasks = [_task("single_label", n=25, seed=seed + i, name=f"t{i}") for i in range(2)]
+    a = [Fixed({id(t): _predictions(t, rng) for t in tasks}) for _ in range(6)]
+    b = [Fixed({id(t): _predictions(t, rng) for t in tasks}) for _ in range(3)]
+    over = paired_difference(None, a, b, tasks, n_boot=200, seed=seed)
+    got = paired_difference(None, a, b, tasks, n_boot=200, seed=seed, n_seeds=3)
+    score = side_scores(None, [*a, *b], tasks)
+    per_seed = [np.mean(score[2 * k : 2 * k + 2]) - score[6 + k] for k in range(3)]
+    assert got.values == pytest.approx(per_seed, abs=1e-12)
+    assert got.estimate == pytest.approx(over.estimate, abs=1e-12)
+    expected = with_seed_spread(over, per_seed)
+    assert (got.low, got.high) == pytest.approx((expected.low, expected.high), abs=1e-12)
+    assert got.low <= over.low and got.high >= over.high
+    assert got.unit == "test examples and 3 fine-tuning seeds"
+    shared = paired_difference(None, a, b[:1], tasks, n_boot=200, seed=seed, n_seeds=3)
+    assert shared.values == pytest.approx([np.mean(score[2 * k : 2 * k + 2]) - score[6]
+                                           for k in range(3)], abs=1e-12)  # fmt: skip
+    with pytest.raises(ValueError, match="side B has 2 runs"):
+        paired_difference(None, a, b[:2], tasks, n_boot=20, n_seeds=3)
+    with pytest.raises(ValueError, match="at least 2"):
+        paired_difference(None, a, b, tasks, n_boot=20, n_seeds=1)
+
+
+def test_seed_notes_say_how_many_seeds_each_interval_varies_over():
+    tasks = [_task("single_label", n=25, seed=0, name="t0")]
+    rng = np.random.default_rng(0)
+    runs = [Fixed({id(t): _predictions(t, rng) for t in tasks}) for _ in range(4)]
+    est = {
+        "fig3_vs_simple:s": paired_difference(
+            None, runs[:2], runs[2:], tasks, n_boot=20, n_seeds=2
+        ),
+        "fig4_vs_simple": paired_difference(None, runs[:1], runs[2:3], tasks, n_boot=20),
+    }
+    notes = seed_notes(est)
+    assert notes["fig3_vs_simple:s"].startswith("2 fine-tuning seeds")
+    assert notes["fig4_vs_simple"].startswith("first seed only")
 
 
 def test_identical_sides_differ_by_exactly_zero_and_constant_run_is_the_baseline():

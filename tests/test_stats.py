@@ -294,6 +294,70 @@ def test_t_interval_over_seeds_covers_at_the_nominal_rate():
     assert 0.93 <= covered / 1000 <= 0.97
 
 
+def _combined_naive(estimate, sd_units, per_seed, level=0.95):
+    """se² = sd² + s²/S; Satterthwaite df = se⁴ (S − 1) / (s²/S)², floored; scipy's t."""
+    per_seed = np.asarray(per_seed, dtype=float)
+    seed_var = per_seed.var(ddof=1) / len(per_seed)
+    se = math.sqrt(sd_units**2 + seed_var)
+    ratio = 0 if seed_var == 0 else (sd_units**2 + seed_var) ** 2 / seed_var**2
+    df = (
+        1000 if seed_var == 0 else max(1, min(1000, math.floor(ratio * (len(per_seed) - 1) + 1e-9)))
+    )
+    half = scipy.stats.t.ppf((1 + level) / 2, df) * se
+    return estimate - half, estimate + half
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_with_seed_spread_is_the_satterthwaite_t_interval(seed):
+    rng = np.random.default_rng(seed)
+    per_seed = rng.normal(0.05, 0.02, size=3 + seed)
+    sd_units = rng.uniform(0.001, 0.03)
+    over = stats.Estimate(per_seed.mean(), -1, 1, unit="test examples", n=400, sd=sd_units)
+    got = stats.with_seed_spread(over, per_seed, seeds_unit="fine-tuning seeds")
+    assert got.estimate == over.estimate and got.n == 400
+    assert (got.low, got.high) == pytest.approx(_combined_naive(over.estimate, sd_units, per_seed))
+    assert got.values == pytest.approx(tuple(per_seed))
+    assert got.unit == f"test examples and {len(per_seed)} fine-tuning seeds"
+
+
+def test_with_seed_spread_reduces_to_its_two_parts():
+    """No test-set part: seed_summary's t interval. No seed spread: the normal interval."""
+    values = [0.71, 0.66, 0.75]
+    over = stats.Estimate(np.mean(values), 0.0, 1.0, unit="examples", sd=0.0)
+    got, t = stats.with_seed_spread(over, values), stats.seed_summary(values)
+    assert (got.low, got.high) == pytest.approx((t.low, t.high), rel=1e-12)
+    flat = stats.with_seed_spread(stats.Estimate(0.7, 0.0, 1.0, sd=0.01), [0.7, 0.7, 0.7])
+    assert (flat.low, flat.high) == pytest.approx((0.7 - 0.0196, 0.7 + 0.0196), abs=2e-4)
+    wide = stats.with_seed_spread(stats.Estimate(np.mean(values), 0.0, 1.0, sd=0.05), values)
+    assert wide.low < t.low and wide.high > t.high  # both parts: wider than either
+
+
+def test_with_seed_spread_covers_a_crossed_design():
+    """Seeds and a shared test set both random: the interval covers the truth at >= 95 %,
+    where the interval over the test set alone (seeds fixed) covers far less often."""
+    rng = np.random.default_rng(0)
+    hits = naive_hits = 0
+    for _ in range(2000):
+        test_effect = rng.normal(0, 0.01)  # the test set's draw, shared by every seed
+        per_seed = 0.02 + test_effect + rng.normal(0, 0.02, size=3)
+        over = stats.Estimate(per_seed.mean(), 0, 1, sd=0.01)
+        got = stats.with_seed_spread(over, per_seed)
+        hits += got.low <= 0.02 <= got.high
+        naive_hits += abs(per_seed.mean() - 0.02) <= 1.96 * 0.01
+    assert 0.94 <= hits / 2000 <= 0.995
+    assert naive_hits / 2000 < 0.85
+
+
+def test_with_seed_spread_names_bad_input():
+    over = stats.Estimate(0.5, 0.4, 0.6, sd=0.05)
+    with pytest.raises(ValueError, match="at least 2"):
+        stats.with_seed_spread(over, [0.5])
+    with pytest.raises(ValueError, match="not the estimate"):
+        stats.with_seed_spread(over, [0.1, 0.2])
+    with pytest.raises(ValueError, match="resampling SD"):
+        stats.with_seed_spread(stats.Estimate(0.5, 0.4, 0.6), [0.4, 0.6])
+
+
 def test_estimate_validation_formatting_and_exact():
     est = stats.exact(12, n=12)
     assert est.interval == (12.0, 12.0) and est.unit == "none" and est.format() == "12.000"

@@ -46,6 +46,7 @@ from lmsim.merge_setups._claims import (
     PaperClaim,
     identity_checks,
     report_claims,
+    seed_notes,
 )
 from lmsim.merge_setups._compare import (
     Fixed,
@@ -139,6 +140,7 @@ __all__ = [
     "initial_model",
     "paired_difference",
     "report_claims",
+    "seed_notes",
     "run_predictions",
     "seed_name",
     "settings_for",

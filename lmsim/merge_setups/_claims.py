@@ -237,6 +237,31 @@ def report_claims(
     return claims
 
 
+def seed_notes(estimates: Mapping[str, object]) -> dict[str, str]:
+    """The note on each estimate's seeds: how many its interval varies over, or "first seed".
+
+    Parameters
+    ----------
+    estimates : dict of str to Estimate
+        As passed to :func:`report_claims`; an estimate whose ``unit`` ends in "fine-tuning
+        seeds" came from :func:`paired_difference` with ``n_seeds`` (``values``: one per seed).
+
+    Returns
+    -------
+    dict of str to str
+    """
+    notes = {}
+    for key, estimate in estimates.items():
+        if estimate.unit.endswith("fine-tuning seeds"):
+            notes[key] = (
+                f"{len(estimate.values)} fine-tuning seeds: the interval varies the test "
+                "examples and the seeds"
+            )
+        else:
+            notes[key] = "first seed only: the spread over seeds is not measured"
+    return notes
+
+
 def identity_checks(claims, lab, scorer, pair: Sequence[str], names: Sequence[str], task, seed=0):
     """Assert the identities every profile must satisfy, on the page's models and Grams.
 

@@ -20,11 +20,12 @@ Language Models. ICLR. Sec. 4 (the tables and figures compared here).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 import numpy as np
 
 from lmsim.merge_setups._scoring import mean_logits
-from lmsim.stats import Estimate, paired_bootstrap
+from lmsim.stats import Estimate, paired_bootstrap, with_seed_spread
 from lmsim.tasks import Task, map_entity_types, predict, score_predictions
 
 
@@ -214,6 +215,7 @@ def paired_difference(
     n_boot: int = 1000,
     level: float = 0.95,
     seed: int = 0,
+    n_seeds: int | None = None,
 ) -> Estimate:
     """Paired interval of ``score(A) − score(B)`` over the test examples of ``tasks``.
 
@@ -231,13 +233,20 @@ def paired_difference(
         As in :func:`run_predictions`.
     n_boot, level, seed
         As in :func:`lmsim.stats.paired_bootstrap`.
+    n_seeds : int, optional
+        The runs come from this many fine-tuning seeds, seed by seed: each side holds one
+        run (a fixed baseline shared by every seed) or ``k * n_seeds`` runs, the k runs of
+        the first seed first. The interval then also carries the spread over seeds
+        (:func:`lmsim.stats.with_seed_spread` of the per-seed differences); without it, the
+        seeds are fixed and only the test examples vary.
 
     Returns
     -------
     Estimate
         The difference, its percentile interval over the pooled test examples (resampled
         once for both sides), ``unit`` naming the examples and both sides' run counts;
-        ``values``: each A run's difference against B's mean.
+        ``values``: each A run's difference against B's mean. With ``n_seeds``: the
+        interval over test examples and seeds, ``values`` the per-seed differences.
     """
     tasks = list(tasks)
     if not a or not b:
@@ -245,7 +254,7 @@ def paired_difference(
     table = _Table(tasks, part, _predictions(scorer, [*a, *b], tasks, part, type_map))
     rows_a = np.stack([table.rows(s) for s in range(len(a))])
     rows_b = np.stack([table.rows(len(a) + s) for s in range(len(b))])
-    return paired_bootstrap(
+    over_examples = paired_bootstrap(
         rows_a,
         rows_b,
         table.statistic,
@@ -255,3 +264,24 @@ def paired_difference(
         level=level,
         seed=seed,
     )
+    if n_seeds is None:
+        return over_examples
+    scores_a = [table.statistic(r) for r in rows_a]
+    scores_b = [table.statistic(r) for r in rows_b]
+    per_seed = _by_seed(scores_a, n_seeds, "A") - _by_seed(scores_b, n_seeds, "B")
+    over_examples = replace(over_examples, unit="test examples")
+    return with_seed_spread(over_examples, per_seed, seeds_unit="fine-tuning seeds")
+
+
+def _by_seed(scores: Sequence[float], n_seeds: int, side: str) -> np.ndarray:
+    """(n_seeds,) mean score of each seed's runs (runs seed by seed; one run: shared)."""
+    if n_seeds < 2:
+        raise ValueError(f"`n_seeds` must be at least 2 (leave it out for one seed), got {n_seeds}")
+    if len(scores) == 1:
+        return np.full(n_seeds, scores[0], dtype=np.float64)
+    if len(scores) % n_seeds:
+        raise ValueError(
+            f"side {side} has {len(scores)} runs, not one (a shared baseline) nor a multiple of "
+            f"n_seeds={n_seeds}: pass each seed's runs together, seed by seed"
+        )
+    return np.asarray(scores, dtype=np.float64).reshape(n_seeds, -1).mean(axis=1)

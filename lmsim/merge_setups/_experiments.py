@@ -159,6 +159,7 @@ def difference_table(
     type_map=None,
     n_boot: int = 1000,
     seed: int = 0,
+    n_seeds: int | None = None,
     scale: float = 100.0,
 ):
     """Each side's score and its paired difference from ``reference`` with the interval.
@@ -172,8 +173,8 @@ def difference_table(
         The label every other side is compared with.
     tasks : sequence of Task
     type_map : dict, optional
-    n_boot, seed
-        As in :func:`paired_difference`.
+    n_boot, seed, n_seeds
+        As in :func:`paired_difference` (``n_seeds``: intervals over test examples and seeds).
     scale : float
         Multiplies every number (100: percentage points).
 
@@ -190,8 +191,9 @@ def difference_table(
         row = {"score": scale * side_scores(scorer, runs, tasks, type_map=type_map).mean()}
         if label != reference:
             d = paired_difference(
-                scorer, runs, sides[reference], tasks, type_map=type_map, n_boot=n_boot, seed=seed
-            )
+                scorer, runs, sides[reference], tasks, type_map=type_map, n_boot=n_boot,
+                seed=seed, n_seeds=n_seeds,
+            )  # fmt: skip
             row |= {f"minus {reference}": scale * d.estimate}
             row |= {"low": scale * d.low, "high": scale * d.high}
         rows[label] = row

@@ -35,6 +35,7 @@ from lmsim.stats._reliability import (
     spearman_brown,
     split_half_reliability,
     t_quantile,
+    with_seed_spread,
 )
 from lmsim.stats._resample import bootstrap, paired_bootstrap, permutation_test
 
@@ -51,4 +52,5 @@ __all__ = [
     "spearman_brown",
     "seed_summary",
     "t_quantile",
+    "with_seed_spread",
 ]

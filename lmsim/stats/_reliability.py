@@ -241,3 +241,79 @@ def seed_summary(values, *, level: float = 0.95, unit: str = "seeds") -> Estimat
         sd=sd,
         values=tuple(values),
     )
+
+
+def with_seed_spread(
+    over_units: Estimate, per_seed, *, seeds_unit: str = "seeds", max_df: int = 1000
+) -> Estimate:
+    """Widen an interval over units (seeds averaged) by the spread of the estimate over seeds.
+
+    A quantity measured at S seeds on one shared test set varies with both: the test set
+    (``over_units``, a bootstrap over its examples with the seed mean fixed) and the seeds
+    (``per_seed``, the quantity at each seed). Under a crossed random-effects model the
+    variance of the seed mean is the sum of the two parts,
+
+        se² = sd_units² + s_seeds² / S,
+
+    and the interval is ``estimate ± t_df se`` with the Welch–Satterthwaite degrees of
+    freedom of the seed part, ``df = se⁴ (S − 1) / (s_seeds² / S)²`` (rounded down, at most
+    ``max_df``; the bootstrap part counts as known). With a seed spread of zero it is the
+    normal interval of the bootstrap; with a negligible test-set part it is
+    :func:`seed_summary`'s t interval. The seed part already carries each seed's own test
+    noise, so the sum errs wide.
+
+    Parameters
+    ----------
+    over_units : Estimate
+        The seed-averaged estimate with its resampling SD (``sd``), e.g. from
+        :func:`lmsim.stats.paired_bootstrap` with ``seeds="mean"``.
+    per_seed : array_like of shape (n_seeds,)
+        The quantity at each seed, n_seeds >= 2; their mean must be ``over_units.estimate``.
+    seeds_unit : str
+        What a seed is (``"fine-tuning seeds"``), for the record's unit.
+    max_df : int
+
+    Returns
+    -------
+    Estimate
+        The same estimate; ``sd`` the combined standard error, ``values`` the per-seed
+        values, ``unit`` both resampling units.
+
+    References
+    ----------
+    Satterthwaite (1946), An approximate distribution of estimates of variance components.
+    Biometrics Bulletin 2(6), 110–114.
+    """
+    values = np.asarray(per_seed, dtype=np.float64).ravel()
+    n_seeds = len(values)
+    if n_seeds < 2 or not np.isfinite(values).all():
+        raise ValueError(
+            f"`per_seed` needs at least 2 finite values, got {values.tolist()}; with one seed "
+            "the spread over seeds is not measured: report the interval over units alone"
+        )
+    if over_units.sd is None or not math.isfinite(over_units.sd):
+        raise ValueError("`over_units` has no resampling SD (`sd`); pass a bootstrap estimate")
+    if not math.isclose(values.mean(), over_units.estimate, rel_tol=1e-9, abs_tol=1e-12):
+        raise ValueError(
+            f"the per-seed values' mean {values.mean():.6g} is not the estimate "
+            f"{over_units.estimate:.6g}: they must measure the same quantity"
+        )
+    seed_var = float(values.var(ddof=1)) / n_seeds
+    se = math.sqrt(over_units.sd**2 + seed_var)
+    df = max_df
+    if seed_var > 0:
+        # rounded down, past the float error of se**4 / seed_var**2 at a seed-only se
+        df = max(1, min(max_df, math.floor(se**4 * (n_seeds - 1) / seed_var**2 * (1 + 1e-9))))
+    half = t_quantile((1 + over_units.level) / 2, df) * se
+    return Estimate(
+        over_units.estimate,
+        over_units.estimate - half,
+        over_units.estimate + half,
+        over_units.level,
+        f"{over_units.unit} and {n_seeds} {seeds_unit}",
+        over_units.n,
+        f"t interval (df {df}, Satterthwaite) of the bootstrap SE over {over_units.unit} "
+        f"combined with the SD over {n_seeds} {seeds_unit}",
+        sd=se,
+        values=tuple(values),
+    )
