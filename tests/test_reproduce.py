@@ -589,6 +589,16 @@ def test_main_executes_default_profile_with_provenance_and_times(repo, capsys, m
     assert os.environ["LMSIM_ZOO_PROFILE"] == "caller-value"  # the runner sets no variable
 
 
+def test_kernel_start_up_log_stays_off_the_terminal(repo, capfd):
+    """ipykernel 7 logs a warning on every start (unencrypted local TCP sockets) to the
+    terminal; the runner starts kernels at log level ERROR, cells' own output unchanged."""
+    argv = ["--profile", "default", "--only", "demo/01_first", "--root", str(repo)]
+    assert reproduce.main([*argv, "--no-progress"]) == 0
+    captured = capfd.readouterr()
+    assert "IPKernelApp" not in captured.err and "without encryption" not in captured.err
+    assert "wall time per notebook" in captured.out
+
+
 def test_cli_errors_exit_2_and_list(repo):
     def cli(*args):
         return subprocess.run(

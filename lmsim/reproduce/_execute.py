@@ -15,6 +15,8 @@ from lmsim.reproduce._parameters import _literal, declared_parameters
 from lmsim.reproduce._plan import NotebookRun
 from lmsim.reproduce._provenance import add_provenance
 
+KERNEL_LOG_LEVEL = "--IPKernelApp.log_level=ERROR"  # the kernel's start-up log, not the cells'
+
 
 @dataclass(frozen=True)
 class RunResult:
@@ -130,6 +132,9 @@ def execute_run(
                 cwd=str(run.source.parent),
                 progress_bar=progress_bar,
                 log_output=log_output,
+                # the kernel's own log (ipykernel 7 warns on every start that its local TCP
+                # sockets are unencrypted) stays off the terminal; cells' warnings are outputs
+                extra_arguments=[KERNEL_LOG_LEVEL],
             )
         except Exception as exc:  # papermill raises PapermillExecutionError, kernels others
             error = f"{type(exc).__name__}: {exc}".strip()
