@@ -152,7 +152,7 @@ def test_seed_notes_say_how_many_seeds_each_interval_varies_over():
         "fig4_vs_simple": paired_difference(None, runs[:1], runs[2:3], tasks, n_boot=20),
     }
     notes = seed_notes(est)
-    assert notes["fig3_vs_simple:s"].startswith("2 fine-tuning seeds")
+    assert notes["fig3_vs_simple:s"].startswith("2 seeds; the interval varies")
     assert notes["fig4_vs_simple"].startswith("first seed only")
 
 

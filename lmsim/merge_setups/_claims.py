@@ -254,11 +254,11 @@ def seed_notes(estimates: Mapping[str, object]) -> dict[str, str]:
     for key, estimate in estimates.items():
         if estimate.unit.endswith("fine-tuning seeds"):
             notes[key] = (
-                f"{len(estimate.values)} fine-tuning seeds: the interval varies the test "
-                "examples and the seeds"
+                f"{len(estimate.values)} seeds; the interval varies the test examples and the "
+                "fine-tuning seeds"
             )
         else:
-            notes[key] = "first seed only: the spread over seeds is not measured"
+            notes[key] = "first seed only; the spread over fine-tuning seeds is not measured"
     return notes
 
 
