@@ -533,6 +533,18 @@ def test_provenance_text_marks_failures_and_long_times():
     assert "the cell after it, injected by papermill, sets this profile's values" in explained
 
 
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(9.54, "9.5 s"), (59.94, "59.9 s"), (59.96, "1 min 0 s"), (119.6, "2 min 0 s"),
+     (3599.6, "1 h 0 min"), (8040.0, "2 h 14 min")],
+)  # fmt: skip
+def test_wall_times_round_to_the_second_before_splitting(seconds, text):
+    """A verify run printed "1 min 60 s" for 119.6 s: seconds were rounded after divmod."""
+    from lmsim.reproduce._provenance import _format_seconds
+
+    assert _format_seconds(seconds) == text
+
+
 # ----------------------------------------------------------------------- execution (kernel)
 def test_main_executes_default_profile_with_provenance_and_times(repo, capsys, monkeypatch):
     monkeypatch.setenv("LMSIM_ZOO_PROFILE", "caller-value")

@@ -18,13 +18,15 @@ def _format_value(value: Any, limit: int = 80) -> str:
 
 
 def _format_seconds(seconds: float) -> str:
-    if seconds < 60:
+    """``"9.5 s"``, ``"2 min 0 s"`` (rounded to the second first: never "1 min 60 s"),
+    ``"2 h 14 min"``."""
+    if round(seconds, 1) < 60:
         return f"{seconds:.1f} s"
-    minutes, secs = divmod(seconds, 60)
+    minutes, secs = divmod(round(seconds), 60)
     if minutes < 60:
-        return f"{int(minutes)} min {secs:.0f} s"
+        return f"{minutes} min {secs} s"
     hours, minutes = divmod(minutes, 60)
-    return f"{int(hours)} h {int(minutes)} min"
+    return f"{hours} h {minutes} min"
 
 
 def provenance_text(info: Mapping[str, Any]) -> str:
