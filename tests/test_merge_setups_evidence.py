@@ -152,7 +152,8 @@ def test_seed_notes_say_how_many_seeds_each_interval_varies_over():
         "fig4_vs_simple": paired_difference(None, runs[:1], runs[2:3], tasks, n_boot=20),
     }
     notes = seed_notes(est)
-    assert notes["fig3_vs_simple:s"].startswith("2 seeds; the interval varies")
+    per_seed = ", ".join(f"{v:+.3f}" for v in est["fig3_vs_simple:s"].values)
+    assert notes["fig3_vs_simple:s"].startswith(f"2 seeds, per seed {per_seed}; the interval")
     assert notes["fig4_vs_simple"].startswith("first seed only")
 
 

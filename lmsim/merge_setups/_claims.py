@@ -238,7 +238,9 @@ def report_claims(
 
 
 def seed_notes(estimates: Mapping[str, object]) -> dict[str, str]:
-    """The note on each estimate's seeds: how many its interval varies over, or "first seed".
+    """The note on each estimate's seeds: how many its interval varies over and the difference
+    at each (so a reader sees whether an inconclusive one has one sign at every seed), or
+    "first seed only".
 
     Parameters
     ----------
@@ -253,9 +255,10 @@ def seed_notes(estimates: Mapping[str, object]) -> dict[str, str]:
     notes = {}
     for key, estimate in estimates.items():
         if estimate.unit.endswith("fine-tuning seeds"):
+            per_seed = ", ".join(f"{v:+.3f}" for v in estimate.values)
             notes[key] = (
-                f"{len(estimate.values)} seeds; the interval varies the test examples and the "
-                "fine-tuning seeds"
+                f"{len(estimate.values)} seeds, per seed {per_seed}; the interval varies the "
+                "test examples and the fine-tuning seeds"
             )
         else:
             notes[key] = "first seed only; the spread over fine-tuning seeds is not measured"
