@@ -160,7 +160,9 @@ def paired_bootstrap(
         part of the interval is too narrow (a bootstrap of 3 values), so also state
         :func:`seed_summary`. ``"min"`` / ``"max"``: the smallest / largest difference
         over A's seeds (B averaged over its seeds): "A beats B at every seed" is
-        ``seeds="min"`` with the rule ``"> 0"``.
+        ``seeds="min"`` with the rule ``"> 0"``. For an interval that varies the units and
+        the seeds, pass a ``"mean"`` estimate and the per-seed differences to
+        :func:`with_seed_spread`.
 
     Returns
     -------
