@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lmsim.merge_setups._compare import SEEDS_UNIT
+
 
 @dataclass(frozen=True)
 class PaperClaim:
@@ -245,8 +247,8 @@ def seed_notes(estimates: Mapping[str, object]) -> dict[str, str]:
     Parameters
     ----------
     estimates : dict of str to Estimate
-        As passed to :func:`report_claims`; an estimate whose ``unit`` ends in "fine-tuning
-        seeds" came from :func:`paired_difference` with ``n_seeds`` (``values``: one per seed).
+        As passed to :func:`report_claims`; an estimate whose ``unit`` ends in
+        :data:`SEEDS_UNIT` came from :func:`paired_difference` with ``n_seeds`` (``values``: one per seed).
 
     Returns
     -------
@@ -254,14 +256,14 @@ def seed_notes(estimates: Mapping[str, object]) -> dict[str, str]:
     """
     notes = {}
     for key, estimate in estimates.items():
-        if estimate.unit.endswith("fine-tuning seeds"):
+        if estimate.unit.endswith(SEEDS_UNIT):
             per_seed = ", ".join(f"{v:+.3f}" for v in estimate.values)
             notes[key] = (
                 f"{len(estimate.values)} seeds, per seed {per_seed}; the interval varies the "
-                "test examples and the fine-tuning seeds"
+                f"test examples and the {SEEDS_UNIT}"
             )
         else:
-            notes[key] = "first seed only; the spread over fine-tuning seeds is not measured"
+            notes[key] = f"first seed only; the spread over {SEEDS_UNIT} is not measured"
     return notes
 
 

@@ -28,6 +28,8 @@ from lmsim.merge_setups._scoring import mean_logits
 from lmsim.stats import Estimate, paired_bootstrap, with_seed_spread
 from lmsim.tasks import Task, map_entity_types, predict, score_predictions
 
+SEEDS_UNIT = "fine-tuning seeds"  # what paired_difference(n_seeds=...) varies besides examples
+
 
 class Fixed:
     """Fixed predictions of a run, per task (e.g. a constant predictor).
@@ -270,7 +272,7 @@ def paired_difference(
     scores_b = [table.statistic(r) for r in rows_b]
     per_seed = _by_seed(scores_a, n_seeds, "A") - _by_seed(scores_b, n_seeds, "B")
     over_examples = replace(over_examples, unit="test examples")
-    return with_seed_spread(over_examples, per_seed, seeds_unit="fine-tuning seeds")
+    return with_seed_spread(over_examples, per_seed, seeds_unit=SEEDS_UNIT)
 
 
 def _by_seed(scores: Sequence[float], n_seeds: int, side: str) -> np.ndarray:
