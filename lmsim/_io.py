@@ -520,3 +520,14 @@ def utf8_lines(path) -> Iterator[tuple[int, str]]:
 def read_utf8(path) -> str:
     """The text of a UTF-8 file; an undecodable or binary one raises as :func:`utf8_lines`."""
     return "".join(line for _, line in utf8_lines(path))
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this machine (owned by anyone)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, owned by someone else
+    return True

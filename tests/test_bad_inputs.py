@@ -30,10 +30,9 @@ from safetensors.torch import save_file
 from lmsim import data, models, reproduce, tasks, twotower, zoo
 from lmsim.cluster import cluster_neurons
 from lmsim.extract import extract_activations, extract_moments
+from lmsim.extract.layer_pairs import pairwise_by_model_pairs
 from lmsim.finetune import FinetuneSettings, finetune, load_finetuned
-from lmsim.layersim import pairwise_by_model_pairs
 from lmsim.merge import load_fishers, load_grams, merge_models, save_fishers, save_grams
-from lmsim.merge_setups import published_stats
 from lmsim.metrics import (
     attnsim,
     linear_cka,
@@ -44,9 +43,10 @@ from lmsim.metrics import (
     svcca,
 )
 from lmsim.moments import Moments
+from lmsim.papers.jin2023_regmean import published_stats
+from lmsim.papers.thesis2022_redundancy.selection import select_representatives
+from lmsim.papers.thesis2022_redundancy.subset_controls import paired_bootstrap
 from lmsim.probe import control_labels, get_top_neurons, train_probe
-from lmsim.selection import select_representatives
-from lmsim.subset_controls import paired_bootstrap
 from lmsim.training import TrainSettings
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -6,9 +6,9 @@ import tarfile
 
 import pytest
 
-from lmsim import brown
 from lmsim._packages import npm_pack
-from lmsim.brown import (
+from lmsim.data import brown
+from lmsim.data.brown import (
     BROWN_TO_UPOS,
     UPOS_TAGS,
     brown_tag_to_upos,

@@ -1,7 +1,7 @@
 import pytest
 
 from lmsim.data import Sentence
-from lmsim.deprels import CLEARNLP_TO_UD, deprel_scheme, ud_relations
+from lmsim.data.deprels import CLEARNLP_TO_UD, deprel_scheme, ud_relations
 
 
 def _sent(words, upos, heads, deprels):
@@ -45,7 +45,7 @@ def test_every_target_is_a_universal_relation_and_the_schemes_of_the_sources():
 
 
 def test_as_ud_copies_the_sentences_with_coarse_relations():
-    from lmsim.deprels import as_ud
+    from lmsim.data.deprels import as_ud
 
     s = _sent(["Il", "part"], ["PRON", "VERB"], [2, 0], ["nsubj:pass", "root"])
     (out,) = as_ud([s], "ud")

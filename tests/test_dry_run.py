@@ -213,7 +213,7 @@ def test_probing_sets_read_gsd_train_and_dev_and_pud_test_as_the_thesis(dry):
     nothing was left at the thesis's 12,543 train sentences), and an all-PUD profile asked
     the test-only PUD for `train`."""
     from lmsim.data import load_treebank
-    from lmsim.redundancy import probing_sets
+    from lmsim.papers.thesis2022_redundancy.redundancy import probing_sets
 
     gsd = "hf:universal_dependencies:en_gsd"
     pud = "hf:universal_dependencies:en_pud"

@@ -1,4 +1,4 @@
-"""lmsim.layersim: the out-of-core (one pass per pair of models) similarity matrices."""
+"""lmsim.extract.layer_pairs: the out-of-core (one pass per pair of models) similarity matrices."""
 
 import numpy as np
 import pytest
@@ -6,7 +6,7 @@ from _helpers import cache_without, execute_page
 
 from lmsim.data import load_corpus
 from lmsim.extract import extract_moments
-from lmsim.layersim import pairwise_by_model_pairs
+from lmsim.extract.layer_pairs import pairwise_by_model_pairs
 from lmsim.metrics import pairwise_matrix
 from lmsim.models import load_model
 
@@ -98,7 +98,7 @@ def test_chosen_pairs_equal_the_joint_pass_where_computed(monkeypatch):
         calls.append(tuple(chosen))
         return extract_moments(chosen, *a, **k)
 
-    monkeypatch.setattr("lmsim.layersim.extract_moments", counting)
+    monkeypatch.setattr("lmsim.extract.layer_pairs.extract_moments", counting)
     names, sims = pairwise_by_model_pairs(
         models, sentences, metrics, pairs=[["tiny-bert", "tiny-llama"]], **kw
     )
@@ -128,7 +128,7 @@ def _naive_avgcorr(block, cols):
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_avgcorr_bootstrap_equals_a_naive_loop(seed):
-    from lmsim.layersim import avgcorr_bootstrap
+    from lmsim.metrics.layersim import avgcorr_bootstrap
     from lmsim.metrics.localization import mean_to_others
 
     rng = np.random.default_rng(seed)
@@ -151,7 +151,7 @@ def test_avgcorr_bootstrap_equals_a_naive_loop(seed):
 
 
 def test_avgcorr_bootstrap_checks_blocks():
-    from lmsim.layersim import avgcorr_bootstrap
+    from lmsim.metrics.layersim import avgcorr_bootstrap
 
     with pytest.raises(ValueError, match="square"):
         avgcorr_bootstrap([np.ones((2, 3))], lambda av: av[0][0])

@@ -11,10 +11,6 @@ from _helpers import SEEDS
 from sklearn.linear_model import Ridge
 
 from lmsim.lmd import (
-    PAPER_CHECKPOINTS,
-    PAPER_GROUP_RHO,
-    PAPER_SEQ_LENS,
-    PAPER_TABLE2,
     _ShardPool,
     bootstrap,
     decompose,
@@ -25,6 +21,12 @@ from lmsim.lmd import (
     r2_vs_basis_size,
 )
 from lmsim.moments import Moments
+from lmsim.papers.zhang2022_lmd import (
+    PAPER_CHECKPOINTS,
+    PAPER_GROUP_RHO,
+    PAPER_SEQ_LENS,
+    PAPER_TABLE2,
+)
 
 # The matrices here are tiny: thread start-up would dominate, and on a busy shared
 # machine oversubscribed BLAS threads make each solve 100x slower.

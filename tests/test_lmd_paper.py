@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lmsim.lmd import (
+from lmsim.lmd import decompose
+from lmsim.papers.zhang2022_lmd import (
     AUTHORS_MODELS,
     PAPER_CHECKPOINTS,
     PAPER_GROUP_RHO,
@@ -17,7 +18,6 @@ from lmsim.lmd import (
     PAPER_TABLE3,
     authors_group_r2,
     authors_pairwise_r2,
-    decompose,
     group_beside_authors,
     pairwise_beside_authors,
     paper_group_table,

@@ -5,7 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lmsim.merge_setups import inverse_float32_regmean, precision_table, relative_difference
+from lmsim.papers.jin2023_regmean import (
+    inverse_float32_regmean,
+    precision_table,
+    relative_difference,
+)
 
 
 def _gram(rng, n, d, rank=None):

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from lmsim.data import keyword_domains, noniid_partitions
-from lmsim.merge_setups import (
+from lmsim.papers.jin2023_regmean import (
     DomainSetup,
     alpha_one_check,
     best_on_validation,
@@ -106,7 +106,7 @@ def test_keyword_setup_matches_the_rows_of_each_domain_in_order():
     task = _task(n_train=200, n_test=80)
     keywords = {"drinks": ["coffee", "tea"], "pets": ["dog", "cat"]}
     spec = {"set": "smoke", "keywords": keywords, "other": "pantry", "ood": ["pets"]}
-    import lmsim.merge_setups._setups as ms
+    import lmsim.papers.jin2023_regmean._setups as ms
 
     original = ms.load_task
     ms.load_task = lambda name, seed=0: task
@@ -132,7 +132,7 @@ def test_keyword_setup_matches_the_rows_of_each_domain_in_order():
 def test_domain_setup_errors_name_the_problem():
     with pytest.raises(ValueError, match="`keywords`.*or `domains`"):
         domain_setup("x", {"sets": {}})
-    import lmsim.merge_setups._setups as ms
+    import lmsim.papers.jin2023_regmean._setups as ms
 
     original = ms.load_task
     ms.load_task = lambda name, seed=0: _task()
@@ -354,7 +354,7 @@ def test_domain_tables_on_validation_and_whole_ood_sets(seed):
 
 
 def test_keyword_setup_validation_rows_follow_the_trained_rows(monkeypatch):
-    import lmsim.merge_setups._setups as ms
+    import lmsim.papers.jin2023_regmean._setups as ms
 
     task = _task(n_train=300, n_test=80)
     monkeypatch.setattr(ms, "load_task", lambda name, seed=0: task)
@@ -382,7 +382,7 @@ def test_keyword_setup_validation_rows_follow_the_trained_rows(monkeypatch):
 
 
 def test_named_setup_validation_and_whole_ood_sets(monkeypatch):
-    import lmsim.merge_setups._setups as ms
+    import lmsim.papers.jin2023_regmean._setups as ms
 
     own = _with_validation(_task(seed=1, name="own"), n=20)
     plain = _task(seed=2, name="plain")

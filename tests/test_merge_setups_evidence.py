@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from lmsim.claims import Claims
-from lmsim.merge_setups import (
+from lmsim.papers.jin2023_regmean import (
     PAPER_CLAIMS,
     Fixed,
     MergeLab,

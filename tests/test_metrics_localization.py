@@ -10,12 +10,10 @@ from lmsim.metrics.localization import (
     block_means,
     cross_model_mean,
     depth_trend,
-    family_cells,
-    family_means,
     layer_table,
     mean_to_others,
-    relation_gap,
 )
+from lmsim.papers.wu2020_similarity import family_cells, family_means, relation_gap
 
 
 # ----------------------------------------------------------------------- localization scores

@@ -7,7 +7,7 @@ from scipy.spatial.distance import squareform
 
 from lmsim.cluster import kept_per_block
 from lmsim.data import Sentence
-from lmsim.redundancy import (
+from lmsim.papers.thesis2022_redundancy.redundancy import (
     SUBSETS,
     cluster_cuts,
     depth_of_kept,
@@ -162,7 +162,7 @@ def _conllu(sentences):
 
 
 def test_probing_sets_treebank_splits_of_one_file_are_disjoint(tmp_path):
-    from lmsim.redundancy import probing_sets
+    from lmsim.papers.thesis2022_redundancy.redundancy import probing_sets
 
     rows = [[(f"w{k}", "NOUN", 2, "nsubj"), ("runs", "VERB", 0, "root")] for k in range(10)]
     path = tmp_path / "pud.conllu"
@@ -183,7 +183,7 @@ def test_probing_sets_treebank_splits_of_one_file_are_disjoint(tmp_path):
 
 
 def test_transfer_set_sources(tmp_path):
-    from lmsim.redundancy import transfer_set
+    from lmsim.papers.thesis2022_redundancy.redundancy import transfer_set
 
     smoke = transfer_set("smoke", 7, max_words=12)
     assert len(smoke) == 7 and all(len(s.words) <= 12 for s in smoke)
@@ -209,7 +209,7 @@ def test_scipy_agreement_on_the_first_rows(seed):
 def test_scipy_agreement_detects_a_different_partition(monkeypatch):
     X = correlated(0)
     monkeypatch.setattr(
-        "lmsim.redundancy.cluster_neurons",
+        "lmsim.papers.thesis2022_redundancy.redundancy.cluster_neurons",
         lambda rows, taus: {t: np.arange(rows.shape[1]) for t in taus},
     )
     assert scipy_agreement(X, [0.9])[0.9] is False

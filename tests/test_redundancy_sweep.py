@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
+from lmsim.papers.thesis2022_redundancy.redundancy import LabelledSentence
+from lmsim.papers.thesis2022_redundancy.sweep import sentence_groups, transfer_probes
 from lmsim.probe import train_probe
-from lmsim.redundancy import LabelledSentence
-from lmsim.redundancy_sweep import sentence_groups, transfer_probes
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -48,9 +48,9 @@ def test_transfer_probes_score_one_trained_probe_on_every_set(seed):
 
 def test_model_redundancy_equals_the_library_calls_it_stands_for():
     from lmsim.cluster import representatives
+    from lmsim.papers.thesis2022_redundancy.redundancy import cluster_cuts, label_ids, probing_sets
+    from lmsim.papers.thesis2022_redundancy.sweep import model_redundancy
     from lmsim.probe import word_activations
-    from lmsim.redundancy import cluster_cuts, label_ids, probing_sets
-    from lmsim.redundancy_sweep import model_redundancy
 
     sets = probing_sets("smoke", 30, 10, 10)
     labels = {"POS": label_ids(sets, "upos")}
@@ -74,9 +74,9 @@ def test_model_redundancy_equals_the_library_calls_it_stands_for():
 
 
 def test_model_redundancy_tunes_the_penalty_and_reuses_converged_probes():
+    from lmsim.papers.thesis2022_redundancy.redundancy import label_ids, probing_sets
+    from lmsim.papers.thesis2022_redundancy.sweep import model_redundancy
     from lmsim.probe import train_probe
-    from lmsim.redundancy import label_ids, probing_sets
-    from lmsim.redundancy_sweep import model_redundancy
 
     sets = probing_sets("smoke", 30, 10, 10)
     labels = {"POS": label_ids(sets, "upos")}

@@ -29,7 +29,7 @@ from test_data_tasks import (
 
 from lmsim import data
 from lmsim.data import load_task
-from lmsim.merge_setups import domain_setup, noniid_split
+from lmsim.papers.jin2023_regmean import domain_setup, noniid_split
 
 REPO = Path(__file__).resolve().parents[1]
 GENRES = ("bc", "bn", "mz", "nw", "tc", "wb")

@@ -427,7 +427,7 @@ def test_published_stats_recompute_a_file_holding_nan(tmp_path):
     lmsim, are recomputed (before, the lazy read returned them and the merge failed later)."""
     from safetensors.torch import save_file
 
-    from lmsim.merge_setups import published_stats
+    from lmsim.papers.jin2023_regmean import published_stats
 
     calls = []
 

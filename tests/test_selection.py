@@ -7,7 +7,7 @@ import pytest
 from scipy.cluster.hierarchy import fcluster, linkage
 
 from lmsim.cluster import kept_per_block
-from lmsim.selection import (
+from lmsim.papers.thesis2022_redundancy.selection import (
     expected_kept_per_layer,
     is_refinement,
     only_layer_bound,

@@ -452,19 +452,11 @@ LAYERS = [
         "lmsim.cluster",
         "lmsim.finetune",
     ],
-    [
-        "lmsim.twotower",
-        "lmsim.brown",
-        "lmsim.udhr",
-        "lmsim.layersim",
-        "lmsim.merge_setups",
-        "lmsim.selection",
-        "lmsim.subset_controls",
-    ],
-    ["lmsim.redundancy"],
-    ["lmsim.redundancy_sweep"],
+    ["lmsim.twotower"],
     ["lmsim.reproduce"],
     ["lmsim.cli"],
+    # Each paper's protocol sits above the whole library: nothing below imports it.
+    ["lmsim.papers"],
 ]
 
 
@@ -500,8 +492,11 @@ def _layer(module: str) -> int:
 
 
 def _package(module: str) -> str:
+    """The package a module belongs to: ``lmsim.<room>``, or ``lmsim.papers.<slug>`` for a
+    chapter's protocol (chapters are separate rooms: one never imports another)."""
     parts = module.split(".")
-    return ".".join(parts[:2]) if len(parts) > 2 else module
+    depth = 3 if parts[:2] == ["lmsim", "papers"] else 2
+    return ".".join(parts[:depth]) if len(parts) > depth else module
 
 
 @pytest.mark.parametrize("module", sorted(m for m in IMPORTS if m != "lmsim"))
@@ -542,6 +537,86 @@ def test_layer_check_catches_upward_and_circular_imports(tmp_path):
         IMPORTS["lmsim.models"] = {"lmsim.training"}
         with pytest.raises(AssertionError, match="import cycle"):
             test_import_graph_has_no_cycle()
+    finally:
+        IMPORTS.clear()
+        IMPORTS.update(saved)
+
+
+# ------------------------------------------------------------------------ papers and library
+CHAPTER_SLUGS = sorted(c["slug"] for c in MANIFEST["chapters"] if c["slug"] != "lmsim_zoo")
+
+
+def _chapter_of(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if parts[:2] == ["lmsim", "papers"] and len(parts) > 2 else None
+
+
+def test_each_chapter_has_its_papers_package():
+    papers = {p.name for p in (REPO / "lmsim" / "papers").iterdir() if (p / "__init__.py").exists()}
+    assert papers == set(CHAPTER_SLUGS), (
+        f"lmsim/papers/ holds {sorted(papers)}; the book's chapters are {CHAPTER_SLUGS}: "
+        "one package per chapter, named as book/<slug>"
+    )
+
+
+@pytest.mark.parametrize("module", sorted(IMPORTS))
+def test_library_never_imports_papers_and_chapters_stay_apart(module):
+    own = _chapter_of(module)
+    wrong = sorted(
+        dep
+        for dep in IMPORTS[module]
+        if dep.startswith("lmsim.papers") and (own is None or _chapter_of(dep) != own)
+    )
+    assert not wrong, (
+        f"{module} imports {wrong}: the library never imports lmsim.papers, and a chapter's "
+        "protocol imports only the library and its own lmsim.papers.<slug>"
+    )
+
+
+def _notebook_lmsim_imports(path: Path) -> set[str]:
+    nb = nbformat.read(str(path), as_version=4)
+    deps = set()
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        source = "\n".join(
+            line for line in cell.source.splitlines() if not line.lstrip().startswith(("%", "!"))
+        )
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("lmsim"):
+                deps.add(node.module)
+                deps.update(f"{node.module}.{a.name}" for a in node.names)
+            elif isinstance(node, ast.Import):
+                deps.update(a.name for a in node.names if a.name.startswith("lmsim"))
+    return deps
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_notebook_imports_only_its_own_chapter(path):
+    others = sorted(
+        dep
+        for dep in _notebook_lmsim_imports(path)
+        if dep.startswith("lmsim.papers.") and _chapter_of(dep) != path.parent.name
+    )
+    assert not others, (
+        f"{path.relative_to(REPO)} imports {others}: a notebook imports its own "
+        f"lmsim.papers.{path.parent.name} and the general library, nothing of another chapter"
+    )
+
+
+def test_papers_checks_catch_a_library_module_importing_a_chapter():
+    saved = dict(IMPORTS)
+    try:
+        IMPORTS["lmsim.metrics.cka"] = {"lmsim.papers.wu2020_similarity"}
+        with pytest.raises(AssertionError, match="never imports lmsim.papers"):
+            test_library_never_imports_papers_and_chapters_stay_apart("lmsim.metrics.cka")
+        IMPORTS["lmsim.papers.wu2020_similarity.families"] = {"lmsim.papers.zhang2022_lmd"}
+        with pytest.raises(AssertionError, match="never imports lmsim.papers"):
+            test_library_never_imports_papers_and_chapters_stay_apart(
+                "lmsim.papers.wu2020_similarity.families"
+            )
+        with pytest.raises(AssertionError, match="row"):
+            test_module_imports_only_lower_layers("lmsim.papers.wu2020_similarity.families")
     finally:
         IMPORTS.clear()
         IMPORTS.update(saved)

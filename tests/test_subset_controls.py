@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from lmsim.cluster import kept_per_block
-from lmsim.subset_controls import (
+from lmsim.papers.thesis2022_redundancy.subset_controls import (
     equal_accuracy,
     paired_bootstrap,
     same_size_subset,

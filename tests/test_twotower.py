@@ -8,6 +8,7 @@ import torch
 from _helpers import tiny_two_tower_settings
 
 from lmsim import twotower as tt
+from lmsim.papers import he2022_twotower as chapter
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -176,13 +177,13 @@ def test_primary_tower_rule_and_swapped_heads(data):
 def test_permutation_null_sanity(seed):
     rng = np.random.default_rng(seed)
     a, b = rng.normal(size=2000), rng.normal(size=2000)
-    null = tt.permutation_null(a, b, n_perm=500, seed=seed)
+    null = chapter.permutation_null(a, b, n_perm=500, seed=seed)
     assert abs(null.mean()) < 0.01
     # the null's sd is 1/sqrt(n): its 99th percentile near 2.33/sqrt(n)
     assert np.percentile(null, 99) == pytest.approx(2.33 / np.sqrt(2000), rel=0.25)
     close = a + 0.5 * rng.normal(size=2000)
-    assert tt.score_correlation(a, close) > 10 * np.percentile(null, 99)
-    assert abs(tt.score_correlation(a, b)) < np.percentile(np.abs(null), 99.9)
+    assert chapter.score_correlation(a, close) > 10 * np.percentile(null, 99)
+    assert abs(chapter.score_correlation(a, b)) < np.percentile(np.abs(null), 99.9)
 
 
 def test_correlations_ignore_unscored_tokens_and_rank_against_frequency():
@@ -190,12 +191,12 @@ def test_correlations_ignore_unscored_tokens_and_rank_against_frequency():
     a = rng.normal(size=50)
     b = a.copy()
     b[:5] = np.nan
-    assert tt.score_correlation(a, b) == pytest.approx(1.0)
-    tokens = tt.top_tokens(np.arange(50)[::-1] + 1.0, exclude_ids=[0, 1], n=20)
+    assert chapter.score_correlation(a, b) == pytest.approx(1.0)
+    tokens = chapter.top_tokens(np.arange(50)[::-1] + 1.0, exclude_ids=[0, 1], n=20)
     assert tokens.tolist() == list(range(2, 22))
-    mat = tt.correlation_matrix({"x": a, "y": b}, tokens)
+    mat = chapter.correlation_matrix({"x": a, "y": b}, tokens)
     assert mat.loc["x", "y"] == pytest.approx(1.0)
-    rho = tt.spearman_matrix({"x": np.arange(50.0)}, tokens)
+    rho = chapter.spearman_matrix({"x": np.arange(50.0)}, tokens)
     assert rho.loc["x", "frequency rank"] == pytest.approx(1.0)
     assert np.allclose(np.diag(rho), 1)
 
@@ -208,7 +209,7 @@ def test_token_pos_uses_the_most_frequent_tag(data):
         Sentence(["run", "the"], ["NOUN", "DET"], silver=True),
         Sentence(["run"], ["NOUN"], silver=True),
     ]
-    pos = tt.token_pos(sents, data.tokenizer).set_index("token")
+    pos = chapter.token_pos(sents, data.tokenizer).set_index("token")
     assert pos.loc["the", "upos"] == "DET" and pos.loc["the", "n"] == 2
     assert pos["silver"].all()
 
@@ -282,7 +283,7 @@ def test_config_and_spec_validation():
         tt.RunSpec.from_dict({"name": "a", "tower": "gpt", "width": 3})
     spec = tt.RunSpec.from_dict({"name": "a", "tower": "elmo", "hidden": 8, "seed": 2})
     assert spec.seed == 2 and spec.config.state_dim == 16
-    assert tt.PAPER_CONFIGS["bert-large"].layers == 24
+    assert chapter.PAPER_CONFIGS["bert-large"].layers == 24
 
 
 def test_pair_table_names_each_pairs_relation():
@@ -293,10 +294,10 @@ def test_pair_table_names_each_pairs_relation():
         tt.RunSpec("e0", tiny("elmo")),
     ]
     names = [s.name for s in specs]
-    corr = tt.correlation_matrix(
+    corr = chapter.correlation_matrix(
         {n: np.arange(10.0) + i for i, n in enumerate(names)}, np.arange(10)
     )
-    table = tt.pair_table(corr, specs, null_p99=0.5).set_index(["run A", "run B"])
+    table = chapter.pair_table(corr, specs, null_p99=0.5).set_index(["run A", "run B"])
     assert table.loc[("g0", "g1"), "relation"] == "seed"
     assert table.loc[("g0", "gw"), "relation"] == "size"
     assert table.loc[("g1", "e0"), "relation"] == "type"

@@ -12,6 +12,7 @@ import torch
 from _helpers import tiny_two_tower_settings
 
 from lmsim import twotower as tt
+from lmsim.papers import he2022_twotower as chapter
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -406,8 +407,8 @@ def test_run_table_gathers_each_runs_evidence(data):
         )
         for k, (name, tower) in enumerate([("g", "gpt"), ("e", "elmo")])
     }
-    tokens = tt.top_tokens(prefs["g"].counts, data.special_ids.tolist(), 15)
-    table = tt.run_table(prefs, tokens, log_uni, n_splits=4, n_boot=50)
+    tokens = chapter.top_tokens(prefs["g"].counts, data.special_ids.tolist(), 15)
+    table = chapter.run_table(prefs, tokens, log_uni, n_splits=4, n_boot=50)
     assert list(table.index) == ["g", "e"]
     assert table.loc["g", "primary"] == prefs["g"].primary + 1
     occ = prefs["e"].occurrences
@@ -417,7 +418,7 @@ def test_run_table_gathers_each_runs_evidence(data):
     assert (table["gap low"] <= table["gap"]).all() and (table["gap"] <= table["gap high"]).all()
     prefs["g"].occurrences = None
     with pytest.raises(ValueError, match="record=True"):
-        tt.run_table(prefs, tokens, log_uni)
+        chapter.run_table(prefs, tokens, log_uni)
 
 
 def test_scores_under_the_other_mean_are_oriented_by_that_mean():
@@ -466,31 +467,33 @@ def synthetic_occurrences(seed, n_tokens=200, per_token=40, effect_sd=0.3, noise
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_split_half_reliability_matches_the_analytic_value(seed):
     occ, _ = synthetic_occurrences(seed)
-    rel = tt.split_half_reliability(occ, np.arange(200), unit="occurrence", mean="log", seed=seed)
+    rel = chapter.split_half_reliability(
+        occ, np.arange(200), unit="occurrence", mean="log", seed=seed
+    )
     expected = 0.3**2 / (0.3**2 + 1.0**2 / 40)  # var(true) / (var(true) + var(mean noise))
     assert rel.reliability == pytest.approx(expected, abs=0.06)
     assert rel.n_tokens == 200 and len(rel.r_half) == 20
     assert rel.spread[0] <= rel.reliability <= rel.spread[1] + 1e-12
-    by_chunk = tt.split_half_reliability(occ, np.arange(200), unit="chunk", mean="log")
+    by_chunk = chapter.split_half_reliability(occ, np.arange(200), unit="chunk", mean="log")
     assert by_chunk.reliability == pytest.approx(expected, abs=0.06)
     none, _ = synthetic_occurrences(seed, effect_sd=0.0)
-    null = tt.split_half_reliability(none, np.arange(200), mean="log", seed=seed)
+    null = chapter.split_half_reliability(none, np.arange(200), mean="log", seed=seed)
     assert abs(null.reliability) < 0.25
 
 
 def test_spearman_brown_and_the_correlation_ceiling():
-    assert tt.spearman_brown(0.5) == pytest.approx(2 / 3)
-    assert tt.spearman_brown(1.0) == 1.0
-    assert tt.correlation_ceiling(0.64, 0.81) == pytest.approx(0.72)
-    assert math.isnan(tt.correlation_ceiling(-0.1, 0.8))
+    assert chapter.spearman_brown(0.5) == pytest.approx(2 / 3)
+    assert chapter.spearman_brown(1.0) == 1.0
+    assert chapter.correlation_ceiling(0.64, 0.81) == pytest.approx(0.72)
+    assert math.isnan(chapter.correlation_ceiling(-0.1, 0.8))
 
 
 def test_primary_gap_interval():
     occ, _ = synthetic_occurrences(0, gap=0.0)
-    tie = tt.primary_gap(occ, mean="log", n_boot=400)
+    tie = chapter.primary_gap(occ, mean="log", n_boot=400)
     assert tie["low"] < 0 < tie["high"] and not tie["settled"]
     lead, _ = synthetic_occurrences(0, gap=0.3)
-    gap = tt.primary_gap(lead, mean="log", n_boot=400)
+    gap = chapter.primary_gap(lead, mean="log", n_boot=400)
     assert gap["settled"] and gap["low"] < 0.3 < gap["high"]
     assert gap["estimate"] == pytest.approx((lead.log_p[0] - lead.log_p[1]).mean())
     assert gap["n_chunks"] == len(np.unique(lead.chunk))
@@ -499,11 +502,11 @@ def test_primary_gap_interval():
 def test_perplexity_against_the_unigram():
     occ, _ = synthetic_occurrences(1, n_tokens=20, per_token=10)
     log_uni = np.log(np.full(20, 1 / 20))
-    out = tt.perplexity_vs_unigram(occ, log_uni)
+    out = chapter.perplexity_vs_unigram(occ, log_uni)
     assert out["unigram"] == pytest.approx(20)
     assert out["primary"] == pytest.approx(math.exp(-occ.log_p[0].mean()))
     assert out["joint / unigram"] == pytest.approx(out["joint"] / 20)
-    table = tt.perplexity_table(
+    table = chapter.perplexity_table(
         {"a": {"val_ppl": 50.0, "unigram_ppl": 100.0, "head_val_ppl": [60.0, 80.0]}}
     )
     assert table.loc["a", "ppl / unigram"] == 0.5 and table.loc["a", "head 2 / unigram"] == 0.8
@@ -512,12 +515,12 @@ def test_perplexity_against_the_unigram():
 @pytest.mark.parametrize("seed", [0, 1])
 def test_bootstrap_interval_of_a_mean(seed):
     x = np.random.default_rng(seed).normal(2.0, 1.0, 400)
-    low, high = tt.bootstrap_interval(np.mean, [x], n_boot=2000, seed=seed)
+    low, high = chapter.bootstrap_interval(np.mean, [x], n_boot=2000, seed=seed)
     half = 1.96 / math.sqrt(400)
     assert low == pytest.approx(x.mean() - half, abs=0.25 * half)
     assert high == pytest.approx(x.mean() + half, abs=0.25 * half)
     with pytest.raises(ValueError, match="`level`"):
-        tt.bootstrap_interval(np.mean, [x], level=1.5)
+        chapter.bootstrap_interval(np.mean, [x], level=1.5)
 
 
 # ------------------------------------------------------------------------------ nulls
@@ -540,7 +543,7 @@ def gap_world(seed, planted=0.0):
 @pytest.mark.parametrize("seed", [0, 1])
 def test_global_gap_null_explains_a_pure_gap_and_not_a_planted_preference(seed):
     occ = gap_world(seed)
-    null = tt.global_gap_null(occ, n_draws=200, n_bins=30, seed=seed)
+    null = chapter.global_gap_null(occ, n_draws=200, n_bins=30, seed=seed)
     assert null.shape == (200, 100)
     observed = occ.scores()
     low, high = np.percentile(null, [0.5, 99.5], axis=0)
@@ -548,10 +551,10 @@ def test_global_gap_null_explains_a_pure_gap_and_not_a_planted_preference(seed):
     assert inside.mean() > 0.9, "a global gap is what the null draws"
     assert np.corrcoef(observed, null.mean(0))[0, 1] > 0.8, "difficulty shapes s under a gap"
     planted = gap_world(seed, planted=0.8)
-    null = tt.global_gap_null(planted, n_draws=200, n_bins=30, seed=seed)
+    null = chapter.global_gap_null(planted, n_draws=200, n_bins=30, seed=seed)
     high = np.percentile(null, 99.5, axis=0)
     assert (planted.scores()[:20] > high[:20]).mean() > 0.9
-    again = tt.global_gap_null(planted, n_draws=200, n_bins=30, seed=seed)
+    again = chapter.global_gap_null(planted, n_draws=200, n_bins=30, seed=seed)
     np.testing.assert_array_equal(null, again)
 
 
@@ -567,36 +570,38 @@ def test_two_pure_gap_runs_correlate_as_their_nulls_do():
         log_p2 = 1.3 * log_p1 + rng.normal(0, 0.5, len(token))
         log_p = np.stack([log_p1, log_p2, log_p1])
         runs.append(tt.Occurrences(token, np.arange(len(token)) // 12, log_p, 100))
-    observed = tt.score_correlation(runs[0].scores(), runs[1].scores())
+    observed = chapter.score_correlation(runs[0].scores(), runs[1].scores())
     assert observed > 0.5, "a shared difficulty makes pure-gap scores correlate"
-    nulls = [tt.global_gap_null(o, n_draws=100, n_bins=30, seed=k) for k, o in enumerate(runs)]
-    r_null = tt.null_correlations(*nulls, np.arange(100))
+    nulls = [chapter.global_gap_null(o, n_draws=100, n_bins=30, seed=k) for k, o in enumerate(runs)]
+    r_null = chapter.null_correlations(*nulls, np.arange(100))
     assert r_null.shape == (100,)
     assert np.percentile(r_null, 0.5) < observed < np.percentile(r_null, 99.5)
     with pytest.raises(ValueError, match="one shape"):
-        tt.null_correlations(nulls[0], nulls[1][:5], np.arange(100))
+        chapter.null_correlations(nulls[0], nulls[1][:5], np.arange(100))
 
 
 def test_frequency_strata_and_matched_null():
     rng = np.random.default_rng(0)
     counts = np.exp(rng.uniform(0, 8, 500)).round() + 1
-    strata = tt.frequency_strata(counts, n_bins=5)
+    strata = chapter.frequency_strata(counts, n_bins=5)
     assert strata.min() == 0 and strata.max() == 4
     assert np.all(np.diff(strata[np.argsort(counts)]) >= 0), "monotone in frequency"
     # the group is over-represented among frequent tokens
     members = rng.random(500) < 0.3 * np.log(counts) / np.log(counts).max()
-    same = tt.frequency_matched_null(strata.astype(float), strata, members, stat=np.sum, n_draws=50)
+    same = chapter.frequency_matched_null(
+        strata.astype(float), strata, members, stat=np.sum, n_draws=50
+    )
     assert np.all(same == strata[members].sum()), "each draw matches the group's strata"
     values = np.log(counts) + rng.normal(0, 0.1, 500)  # scores that track frequency only
-    strata = tt.frequency_strata(counts, n_bins=20)
-    null = tt.frequency_matched_null(values, strata, members, n_draws=500)
+    strata = chapter.frequency_strata(counts, n_bins=20)
+    null = chapter.frequency_matched_null(values, strata, members, n_draws=500)
     assert np.median(values[members]) > np.median(values), "frequency alone lifts the group"
     assert np.percentile(null, 1) < np.median(values[members]) < np.percentile(null, 99)
     values[members] += 1.0
-    null = tt.frequency_matched_null(values, strata, members, n_draws=500)
+    null = chapter.frequency_matched_null(values, strata, members, n_draws=500)
     assert np.median(values[members]) > null.max()
     with pytest.raises(ValueError, match="`counts`"):
-        tt.frequency_strata([0, 1, 2])
+        chapter.frequency_strata([0, 1, 2])
 
 
 def test_stratified_permutation_keeps_each_stratum():
@@ -604,10 +609,10 @@ def test_stratified_permutation_keeps_each_stratum():
     strata = np.repeat(np.arange(5), 40)
     a = strata + rng.normal(0, 0.5, 200)
     b = strata.astype(float)  # constant within strata: no permutation within them moves it
-    null = tt.permutation_null(a, b, n_perm=50, strata=strata)
-    assert np.allclose(null, tt.score_correlation(a, b))
-    free = tt.permutation_null(a, b, n_perm=200)
-    assert np.abs(free).max() < 0.5 < tt.score_correlation(a, b)
+    null = chapter.permutation_null(a, b, n_perm=50, strata=strata)
+    assert np.allclose(null, chapter.score_correlation(a, b))
+    free = chapter.permutation_null(a, b, n_perm=200)
+    assert np.abs(free).max() < 0.5 < chapter.score_correlation(a, b)
 
 
 # --------------------------------------------------------------------------- relative POS
@@ -622,15 +627,17 @@ def test_relative_pos_test_sees_through_a_global_lead():
     s[tags == "PROPN"] -= 0.5
     scores = {"run": s}
     tokens = np.arange(200)
-    old = tt.pos_table(scores, pos, tokens, ["VERB", "PROPN", "NOUN"]).set_index("tag")
+    old = chapter.pos_table(scores, pos, tokens, ["VERB", "PROPN", "NOUN"]).set_index("tag")
     assert (old["preferred"] == "primary").all(), "the median rule sees only the lead"
-    rel = tt.relative_pos_test(scores, pos, tokens, ["VERB", "PROPN", "NOUN"], n_boot=300)
+    rel = chapter.relative_pos_test(scores, pos, tokens, ["VERB", "PROPN", "NOUN"], n_boot=300)
     rel = rel.set_index("tag")
     assert rel.loc["VERB", "leans"] == "primary" and rel.loc["VERB", "holds"]
     assert rel.loc["PROPN", "leans"] == "secondary" and rel.loc["PROPN", "holds"]
     assert rel.loc["NOUN", "holds"] is None
     assert rel.loc["VERB", "low"] < rel.loc["VERB", "estimate"] < rel.loc["VERB", "high"]
-    vs = tt.relative_pos_test(scores, pos, tokens, ["VERB", "PROPN"], reference="PROPN", n_boot=300)
+    vs = chapter.relative_pos_test(
+        scores, pos, tokens, ["VERB", "PROPN"], reference="PROPN", n_boot=300
+    )
     assert list(vs["tag"]) == ["VERB"] and vs["estimate"].iloc[0] == pytest.approx(1.0, abs=0.15)
     calls = []
 
@@ -638,7 +645,7 @@ def test_relative_pos_test_sees_through_a_global_lead():
         calls.append(len(samples))
         return -1.0, 1.0
 
-    out = tt.relative_pos_test(scores, pos, tokens, ["VERB"], bootstrap=fake)
+    out = chapter.relative_pos_test(scores, pos, tokens, ["VERB"], bootstrap=fake)
     assert calls == [2] and out["leans"].iloc[0] == "inconclusive"
 
 
@@ -647,7 +654,7 @@ def test_the_differences_table_names_options_that_exist():
 
     fields = {f.name for f in dataclasses.fields(tt.TowerConfig)}
     fields |= {f.name for f in dataclasses.fields(tt.TwoTowerSettings)}
-    table = tt.AUTHORS_CODE_DIFFERENCES
+    table = chapter.AUTHORS_CODE_DIFFERENCES
     assert table["aspect"].is_unique
     named = set()
     for option in table["option"]:

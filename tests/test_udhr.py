@@ -5,7 +5,7 @@ import tarfile
 
 import pytest
 
-from lmsim.udhr import read_udhr, verify_udhr_tarball
+from lmsim.data.udhr import read_udhr, verify_udhr_tarball
 
 HTML = """<!doctype html>
 <html data-code="fra" lang="fr"><head><title>French</title></head><body>

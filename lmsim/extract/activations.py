@@ -7,7 +7,7 @@ import torch.distributed as dist
 
 from lmsim._threads import thread_policy
 from lmsim.extract.distributed import _device_scope, _plan_on_rank
-from lmsim.extract.pooling import _pooled_batches, _progress, _rank_batches
+from lmsim.extract.pooling import RowSettings, _pooled_batches, _progress, _rank_batches
 
 
 @thread_policy
@@ -43,19 +43,11 @@ def extract_activations(
         ``"{model}/layer.{i}"`` blocks. Rows follow ``texts``: one per text, or the words
         (tokens) of ``texts[0]`` then those of ``texts[1]`` and so on.
     """
+    rows = RowSettings(
+        layers, pooling, subword, max_length, dtype, paper_compat_padding, lowercase, zoo_profile
+    )
     plan, group, rank, world = _plan_on_rank(
-        models,
-        texts,
-        distributed,
-        device,
-        layers=layers,
-        pooling=pooling,
-        subword=subword,
-        max_length=max_length,
-        dtype=dtype,
-        paper_compat_padding=paper_compat_padding,
-        lowercase=lowercase,
-        zoo_profile=zoo_profile,
+        models, texts, distributed, device, **rows.plan_kwargs()
     )
     n_rows = plan.encs[0].n_rows
     offsets = np.concatenate([[0], np.cumsum(n_rows)])

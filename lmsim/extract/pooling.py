@@ -121,6 +121,38 @@ def _check_finite(pending: list) -> None:
             )
 
 
+@dataclass(frozen=True)
+class RowSettings:
+    """What one row of an extraction is: the settings that travel together from
+    :func:`~lmsim.extract.extract_moments` and :func:`~lmsim.extract.extract_activations` to
+    the run's plan and, for the moments, into the shard cache's key (each documented there).
+    """
+
+    layers: object = "all"
+    pooling: str = "mean"
+    subword: str = "last"
+    max_length: int | None = None
+    dtype: object = None
+    paper_compat_padding: bool = False
+    lowercase: bool = False
+    zoo_profile: str = "default"
+
+    def plan_kwargs(self) -> dict:
+        """The keywords :func:`_plan` takes besides the models, texts and device."""
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+    def cache_fields(self) -> dict:
+        """The settings that decide a cached shard besides the models, the texts, the device
+        type and the autocast dtype (which :func:`~lmsim.extract.hashing._cache_key` adds)."""
+        return {
+            "pooling": self.pooling,
+            "subword": self.subword if self.pooling == "word" else None,
+            "max_length": self.max_length,
+            "paper_compat_padding": bool(self.paper_compat_padding),
+            "lowercase": bool(self.lowercase),
+        }
+
+
 @dataclass
 class _Plan:
     """A run's models, its texts and their tokenisations (``encs``: one per model, or None

@@ -12,7 +12,14 @@ import os
 import socket
 from pathlib import Path
 
-from lmsim._io import check_record, file_record, move_aside, write_atomic, write_json_atomic
+from lmsim._io import (
+    check_record,
+    file_record,
+    move_aside,
+    pid_alive,
+    write_atomic,
+    write_json_atomic,
+)
 from lmsim.moments import Moments
 
 
@@ -77,7 +84,7 @@ def _claim_shard(folder: Path, k: int) -> Path | None:
                 continue  # released meanwhile: try again
             if host.strip() != socket.gethostname() or not pid_text.isdigit():
                 return None
-            if _pid_alive(int(pid_text)):
+            if pid_alive(int(pid_text)):
                 return None
             stale = lock.with_name(f"{lock.name}.stale{os.getpid()}")
             try:
@@ -90,16 +97,6 @@ def _claim_shard(folder: Path, k: int) -> Path | None:
             handle.write(mine)
         return lock
     return None
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # exists, owned by someone else
-    return True
 
 
 def _load_shard(

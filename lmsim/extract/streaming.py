@@ -20,6 +20,7 @@ from lmsim._threads import thread_policy
 from lmsim.extract.distributed import _device_scope, _owner, _plan_on_rank
 from lmsim.extract.hashing import _cache_key, _content_hash
 from lmsim.extract.pooling import (
+    RowSettings,
     _Plan,
     _pooled_batches,
     _progress,
@@ -190,25 +191,16 @@ def extract_moments(
     Zhang et al. (2022), LMD, Sec. 3 (sequence embedding = mean of the last layer);
     Wu et al. (2020), Sec. 4 (words as last subwords).
     """
+    rows = RowSettings(
+        layers, pooling, subword, max_length, dtype, paper_compat_padding, lowercase, zoo_profile
+    )
     if not isinstance(shard_size, (int, np.integer)) or shard_size < 1:
         raise ValueError(f"`shard_size` must be a positive int, got {shard_size!r}")
     extra_hash = _content_hash(cache_key_extra) if cache else None  # refuse early
     # Corpus-order shards need no lengths up front: each is tokenised when its turn comes.
     lazy = bool(return_shards) and _LAZY_ENCODING
     plan, group, rank, world = _plan_on_rank(
-        models,
-        texts,
-        distributed,
-        device,
-        layers=layers,
-        pooling=pooling,
-        subword=subword,
-        max_length=max_length,
-        dtype=dtype,
-        paper_compat_padding=paper_compat_padding,
-        lowercase=lowercase,
-        zoo_profile=zoo_profile,
-        encode=not lazy,
+        models, texts, distributed, device, **rows.plan_kwargs(), encode=not lazy
     )
     shard_ids = _shards(plan, int(shard_size), by_length=not return_shards)
     mine = [k for k in range(len(shard_ids)) if _owner(k, world) == rank]
@@ -216,18 +208,7 @@ def extract_moments(
     check_room(plan.runs, plan.device, len(mine) + 1 if return_shards else 2, return_shards)
     store = None
     if cache:
-        fields = {
-            "pooling": pooling,
-            "subword": subword if pooling == "word" else None,
-            "max_length": max_length,
-            "paper_compat_padding": bool(paper_compat_padding),
-            "lowercase": bool(lowercase),
-            "shard_size": int(shard_size),
-            "cache_key_extra": extra_hash,
-        }
-        if not return_shards:
-            # Only the new layout gets a field: corpus-order shards keep their old keys.
-            fields["shard_order"] = "length"
+        fields = _cache_fields(rows, int(shard_size), extra_hash, return_shards)
         store = _open_store(plan, fields, len(shard_ids))
     # One process returning only the merge folds each shard in as soon as the shards before
     # it are in: it holds the running merge and one shard, not every shard.
@@ -243,6 +224,16 @@ def extract_moments(
     if group is not None and store is not None:
         _gather_records(store, written, plan.device, group, rank, world)
     return _merged(shards, merger, len(shard_ids), group, return_shards)
+
+
+def _cache_fields(rows: RowSettings, shard_size: int, extra_hash, return_shards: bool) -> dict:
+    """The fields of the shard cache's key besides the models, the texts, the device type
+    and the autocast dtype."""
+    fields = {**rows.cache_fields(), "shard_size": shard_size, "cache_key_extra": extra_hash}
+    if not return_shards:
+        # Only the new layout gets a field: corpus-order shards keep their old keys.
+        fields["shard_order"] = "length"
+    return fields
 
 
 class _ShardEncoder:

@@ -68,14 +68,14 @@ well-conditioned basis is therefore fitted by plain least squares, an ill-condit
 with a ridge just large enough to floor the spectrum at λ. It is implemented with an
 eigendecomposition of the basis covariance.
 
-The package, by concern: :mod:`~lmsim.lmd._paper` (the published tables),
-:mod:`~lmsim.lmd._authors` (the authors' released result tables, ours beside them),
-:mod:`~lmsim.lmd._problem` (inputs and their statistics), :mod:`~lmsim.lmd._fit` (one fit
-on a basis), :mod:`~lmsim.lmd._loo` (all leave-one-out fits from one inverse),
+The package, by concern: :mod:`~lmsim.lmd._problem` (inputs and their statistics),
+:mod:`~lmsim.lmd._fit` (one fit on a basis), :mod:`~lmsim.lmd._loo` (all leave-one-out fits
+from one inverse),
 :mod:`~lmsim.lmd._decompose` (:func:`decompose`, :func:`r2`, :func:`r2_vs_basis_size`),
 :mod:`~lmsim.lmd._layers` (layer by layer), :mod:`~lmsim.lmd._bootstrap` and
 :mod:`~lmsim.lmd._overfit` (R² against n_train, the over-fitting-corrected R²) and
-:mod:`~lmsim.lmd._evidence` (claim estimates with their intervals over test shards).
+:mod:`~lmsim.lmd._evidence` (claim estimates with their intervals over test shards). The
+paper's and the authors' published tables are the chapter's, :mod:`lmsim.papers.zhang2022_lmd`.
 
 References
 ----------
@@ -83,14 +83,6 @@ Zhang, H. (2022), "Language Model Decomposition: Quantifying the Dependency and
 Correlation of Language Models", EMNLP 2022. Eq. 6-11.
 """
 
-from lmsim.lmd._authors import (
-    AUTHORS_MODELS,
-    AUTHORS_RUNS,
-    authors_group_r2,
-    authors_pairwise_r2,
-    group_beside_authors,
-    pairwise_beside_authors,
-)
 from lmsim.lmd._bootstrap import BootstrapResult, _ShardPool, bootstrap  # noqa: F401
 from lmsim.lmd._decompose import Decomposition, decompose, r2, r2_vs_basis_size
 from lmsim.lmd._evidence import View, bootstrap_estimate, lowest_margin, replicate_views
@@ -102,18 +94,6 @@ from lmsim.lmd._overfit import (
     learning_curve,
     overfit_table,
     stein_factor,
-)
-from lmsim.lmd._paper import (
-    PAPER_CHECKPOINTS,
-    PAPER_GROUP_RHO,
-    PAPER_MULTILINGUAL,
-    PAPER_OTHER_OBJECTIVES,
-    PAPER_SEQ_LENS,
-    PAPER_TABLE2,
-    PAPER_TABLE3,
-    paper_group_table,
-    paper_ranks,
-    paper_seq_lens_where_lowest,
 )
 from lmsim.lmd._problem import REGULARISERS
 
@@ -137,20 +117,4 @@ __all__ = [
     "overfit_table",
     "stein_factor",
     "REGULARISERS",
-    "PAPER_CHECKPOINTS",
-    "PAPER_GROUP_RHO",
-    "PAPER_TABLE2",
-    "PAPER_TABLE3",
-    "PAPER_SEQ_LENS",
-    "PAPER_MULTILINGUAL",
-    "PAPER_OTHER_OBJECTIVES",
-    "paper_group_table",
-    "paper_ranks",
-    "paper_seq_lens_where_lowest",
-    "AUTHORS_MODELS",
-    "AUTHORS_RUNS",
-    "authors_group_r2",
-    "authors_pairwise_r2",
-    "group_beside_authors",
-    "pairwise_beside_authors",
 ]

@@ -33,7 +33,7 @@ def word_activations(
         A name :func:`lmsim.models.load_model` knows, or a loaded Hugging Face model with
         its fast tokenizer (block names then start with ``"model"`` or the mapping's key).
     sentences : sequence of sequence of str or of (word, tag)
-        Pre-split sentences; ``(word, tag)`` pairs (:func:`lmsim.brown.read_brown`) are
+        Pre-split sentences; ``(word, tag)`` pairs (:func:`lmsim.data.brown.read_brown`) are
         reduced to their words.
     layers : "all", int or sequence of int
         Hidden-state layers (0 = embeddings), as in ``extract_activations``.

@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from lmsim._io import pid_alive
 from lmsim.reproduce._environment import environment_info, machine_info
 from lmsim.reproduce._manifest import _check_profile
 from lmsim.reproduce._parameters import _literal, declared_parameters
@@ -72,14 +73,6 @@ def failed_path(run: NotebookRun, profile: str, root: str | Path, dry_run: bool 
     folder = Path(root) / "_build" / ("dry-run" if dry_run else "failed")
     return folder / ("failed" if dry_run else profile) / run.slug / f"{run.name}.ipynb"
 
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
     return True
 
 
@@ -87,7 +80,7 @@ def _remove_dead_temporaries(output: Path) -> None:
     """Delete ``.<name>.running<pid>.ipynb`` files left by killed runs (dead pids only)."""
     for tmp in output.parent.glob(f".{output.stem}.running*.ipynb"):
         pid = tmp.name.removeprefix(f".{output.stem}.running").removesuffix(".ipynb")
-        if pid.isdigit() and not _pid_alive(int(pid)):
+        if pid.isdigit() and not pid_alive(int(pid)):
             tmp.unlink(missing_ok=True)
 
 

@@ -49,9 +49,7 @@ and from lmsim's defaults; each of its choices is a named option here, off by de
 - phase-2 length is :attr:`TwoTowerSettings.head_steps` (theirs: 30 epochs × 1,000 batches).
 
 Transformer towers are pre-LayerNorm, as the authors' (DeepSpeed ``pre_layer_norm=True``,
-GPT-2). The evidence helpers: :mod:`~lmsim.twotower.reliability` (split-half reliability,
-the primary tower's lead with an interval, perplexity against the unigram) and
-:mod:`~lmsim.twotower.nulls` (a global-gap null, frequency-matched nulls).
+GPT-2).
 
 References
 ----------
@@ -60,14 +58,13 @@ Eq. 1-7, Tables 1-4, Figs. 3-6. Amari, Cichocki & Yang (1995) (natural-gradient 
 Devlin et al. (2019), BERT, Sec. 3.1 (masking).
 
 The package, by concern: :mod:`~lmsim.twotower.config` (tower architecture, runs, settings),
-:mod:`~lmsim.twotower.paper` (the paper's numbers), :mod:`~lmsim.twotower.inputs` (chunks
-and what each tower type reads and predicts), :mod:`~lmsim.twotower.model` (the model and
-its FLOPs), :mod:`~lmsim.twotower.training` (both phases, the run cache, loading),
-:mod:`~lmsim.twotower.scores` (preference scores), :mod:`~lmsim.twotower.compare`
-(correlations between runs and their null), :mod:`~lmsim.twotower.pos` (parts of speech),
-:mod:`~lmsim.twotower.ica` (PCA and ICA word groups), :mod:`~lmsim.twotower.cka` (the towers
-compared by CKA), :mod:`~lmsim.twotower.reliability` and :mod:`~lmsim.twotower.nulls` (the
-evidence behind each claim).
+:mod:`~lmsim.twotower.inputs` (chunks and what each tower type reads and predicts),
+:mod:`~lmsim.twotower.model` (the model and its FLOPs), :mod:`~lmsim.twotower.training` (both
+phases, the run cache, loading), :mod:`~lmsim.twotower.scores` (preference scores),
+:mod:`~lmsim.twotower.ica` (PCA and ICA word groups) and :mod:`~lmsim.twotower.cka` (the towers
+compared by CKA). The chapter's protocol (the paper's numbers, correlations between runs, their
+nulls and reliabilities, parts of speech, the page's claims) is
+:mod:`lmsim.papers.he2022_twotower`.
 """
 
 from __future__ import annotations
@@ -75,15 +72,6 @@ from __future__ import annotations
 # `name as name`: not in __all__, but reached as `lmsim.twotower.<name>` by tests and callers.
 from lmsim.training import train as train
 from lmsim.twotower.cka import tower_cka, tower_states
-from lmsim.twotower.compare import (
-    correlation_matrix,
-    pair_table,
-    permutation_null,
-    relation,
-    score_correlation,
-    spearman_matrix,
-    top_tokens,
-)
 from lmsim.twotower.config import IGNORE_INDEX as IGNORE_INDEX
 from lmsim.twotower.config import TOWER_TYPES, RunSpec, TowerConfig, TwoTowerSettings
 from lmsim.twotower.ica import (
@@ -104,50 +92,6 @@ from lmsim.twotower.model import OutputHead, TwoTowerLM, UntiedHead, two_tower_f
 from lmsim.twotower.model import SharedEmbedding as SharedEmbedding
 from lmsim.twotower.model import TransformerTower as TransformerTower
 from lmsim.twotower.model import new_heads as new_heads
-from lmsim.twotower.nulls import (
-    frequency_matched_null,
-    frequency_strata,
-    global_gap_null,
-    null_correlations,
-)
-from lmsim.twotower.page import (
-    PAPER_TABLE4_RANGES,
-    annotate_pairs,
-    gaussian_reference,
-    heads_vs_unigram,
-    ica_claims,
-    pair_null_bar,
-    pair_relation,
-    pos_claims,
-    pos_estimate,
-    pos_frequency_quantiles,
-    relation_claims,
-    run_nulls,
-    table4_claim,
-    token_correlation,
-)
-from lmsim.twotower.paper import (
-    AUTHORS_CODE_DIFFERENCES,
-    PAPER_CONFIGS,
-    PAPER_ICA_FACTS,
-    PAPER_POS_CLAIMS,
-    PAPER_RELATIONS,
-    PAPER_TABLE2,
-    PAPER_TABLE3,
-    PAPER_TABLE4,
-)
-from lmsim.twotower.pos import POS_REFERENCES, pos_table, relative_pos_test, token_pos
-from lmsim.twotower.reliability import (
-    SplitHalf,
-    bootstrap_interval,
-    correlation_ceiling,
-    perplexity_table,
-    perplexity_vs_unigram,
-    primary_gap,
-    run_table,
-    spearman_brown,
-    split_half_reliability,
-)
 from lmsim.twotower.scores import (
     SCORE_MEANS,
     Occurrences,
@@ -170,16 +114,6 @@ from lmsim.twotower.training import _frozen_state as _frozen_state
 
 __all__ = [
     "TOWER_TYPES",
-    "PAPER_CONFIGS",
-    "PAPER_POS_CLAIMS",
-    "PAPER_TABLE2",
-    "PAPER_RELATIONS",
-    "relation",
-    "pair_table",
-    "PAPER_TABLE3",
-    "PAPER_TABLE4",
-    "PAPER_ICA_FACTS",
-    "AUTHORS_CODE_DIFFERENCES",
     "ica_summary",
     "TowerConfig",
     "RunSpec",
@@ -200,13 +134,6 @@ __all__ = [
     "train_runs",
     "primary_tower",
     "preference_scores",
-    "top_tokens",
-    "score_correlation",
-    "permutation_null",
-    "correlation_matrix",
-    "spearman_matrix",
-    "token_pos",
-    "pos_table",
     "pca_whiten",
     "amari_g",
     "amari_ica",
@@ -222,33 +149,4 @@ __all__ = [
     "IcaFit",
     "fit_ica",
     "occurrence_rows",
-    "POS_REFERENCES",
-    "relative_pos_test",
-    "SplitHalf",
-    "split_half_reliability",
-    "spearman_brown",
-    "correlation_ceiling",
-    "primary_gap",
-    "perplexity_vs_unigram",
-    "perplexity_table",
-    "run_table",
-    "bootstrap_interval",
-    "global_gap_null",
-    "null_correlations",
-    "frequency_strata",
-    "frequency_matched_null",
-    "PAPER_TABLE4_RANGES",
-    "pair_relation",
-    "heads_vs_unigram",
-    "token_correlation",
-    "run_nulls",
-    "pair_null_bar",
-    "relation_claims",
-    "table4_claim",
-    "pos_estimate",
-    "pos_claims",
-    "gaussian_reference",
-    "ica_claims",
-    "annotate_pairs",
-    "pos_frequency_quantiles",
 ]

@@ -179,9 +179,7 @@ def _masked_ppl(
     parts = {"tokens": [], "nll": [], "unigram_nll": []}
     for start in range(0, len(chunks), batch_size):
         batch = chunks[start : start + batch_size]
-        inputs, labels = mask_tokens(
-            batch, data.special_ids, data.tokenizer.mask_token_id, len(data.tokenizer), gen
-        )
+        inputs, labels = _masked(data, batch, gen)
         selected = labels != IGNORE_INDEX
         rows, targets = selected.nonzero()[:, 0], labels[selected]
         logits = predict(inputs.to(device), labels.to(device)).float()
@@ -236,16 +234,17 @@ def _lm_batch(data: _LMData, prof: ZooProfile, seed: int, step: int, device):
     return data.train[torch.as_tensor(idx)].to(device)
 
 
+def _masked(data: _LMData, batch: torch.Tensor, generator: torch.Generator):
+    """BERT's masking of ``batch`` with the data's special ids, mask token and vocabulary."""
+    return mask_tokens(
+        batch, data.special_ids, data.tokenizer.mask_token_id, len(data.tokenizer), generator
+    )
+
+
 def _mlm_run(model, data: _LMData, prof: ZooProfile, seed: int, device) -> TrainingRun:
     def loss_fn(step):
         batch = _lm_batch(data, prof, seed, step, device)
-        inputs, labels = mask_tokens(
-            batch,
-            data.special_ids,
-            data.tokenizer.mask_token_id,
-            len(data.tokenizer),
-            step_generator(seed, step),
-        )
+        inputs, labels = _masked(data, batch, step_generator(seed, step))
         loss = F.cross_entropy(
             _mlm_logits(model, inputs, labels).float(), labels[labels != IGNORE_INDEX]
         )
@@ -290,9 +289,7 @@ def _electra_forward(
 
     Replacements are drawn from ``softmax(logits / temperature)`` of the generator.
     """
-    inputs, labels = mask_tokens(
-        batch, data.special_ids, data.tokenizer.mask_token_id, len(data.tokenizer), generator
-    )
+    inputs, labels = _masked(data, batch, generator)
     selected = labels != IGNORE_INDEX
     attention = batch.ne(data.tokenizer.pad_token_id).long()
     gen_hidden = gen.electra(input_ids=inputs, attention_mask=attention).last_hidden_state
@@ -395,13 +392,7 @@ def _distil_run(
 
     def loss_fn(step):
         batch = _lm_batch(data, prof, seed, step, device)
-        inputs, labels = mask_tokens(
-            batch,
-            data.special_ids,
-            data.tokenizer.mask_token_id,
-            len(data.tokenizer),
-            step_generator(seed, step),
-        )
+        inputs, labels = _masked(data, batch, step_generator(seed, step))
         attention = batch.ne(data.tokenizer.pad_token_id)
         positions = labels != IGNORE_INDEX if prof.distil_ce_positions == "masked" else attention
         s_hidden = student.bert(input_ids=inputs, attention_mask=attention.long()).last_hidden_state

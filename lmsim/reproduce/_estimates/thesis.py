@@ -30,7 +30,7 @@ from lmsim.reproduce._resources import (
 
 def redundancy_similarity(params: Mapping, machine: Machine) -> Estimate:
     """Thesis page 01: one word-moments pass per teacher-student pair and one per model in
-    no pair (``lmsim.layersim.pairwise_by_model_pairs`` with ``pairs``), every hidden state
+    no pair (``lmsim.extract.layer_pairs.pairwise_by_model_pairs`` with ``pairs``), every hidden state
     of the models of the pass; shards cached unless ``cache_pairs`` is false. Peaks: the
     largest pass; time and cache: all passes."""
     est = Estimate("", knobs={"gpu": "pairs", "disk": "cache_pairs", "ram": "pairs"})
@@ -59,7 +59,7 @@ def redundancy_similarity(params: Mapping, machine: Machine) -> Estimate:
 
 
 def redundancy_probes(params: Mapping, machine: Machine) -> Estimate:
-    """Thesis page 02: one model at a time (``lmsim.redundancy_sweep.model_redundancy``):
+    """Thesis page 02: one model at a time (``lmsim.papers.thesis2022_redundancy.sweep.model_redundancy``):
     its word activations (float32) on train / dev / test, a correlation clustering from
     float64 moments, the probes on the GPU, scipy's dense check on ``scipy_rows`` words;
     then only tables are kept."""

@@ -24,7 +24,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from lmsim.merge_setups._scoring import mean_logits
+from lmsim.papers.jin2023_regmean._scoring import mean_logits
 from lmsim.stats import Estimate, paired_bootstrap, with_seed_spread
 from lmsim.tasks import Task, map_entity_types, predict, score_predictions
 
@@ -85,7 +85,7 @@ def run_predictions(scorer, run, task: Task, part: str = "test", type_map=None, 
 
     Parameters
     ----------
-    scorer : lmsim.merge_setups.Scorer
+    scorer : lmsim.papers.jin2023_regmean.Scorer
     run : model, (name, model) or Fixed
         A named model's logits come from the scorer's cache.
     task : Task
@@ -223,7 +223,7 @@ def paired_difference(
 
     Parameters
     ----------
-    scorer : lmsim.merge_setups.Scorer
+    scorer : lmsim.papers.jin2023_regmean.Scorer
     a, b : sequence of runs
         Each side's runs (a model, ``(name, model)`` or :class:`Fixed`): one per fine-tuning
         seed (a merge per seed), or the individual models a floor averages. A side's score

@@ -17,17 +17,17 @@ import numpy as np
 import pandas as pd
 
 from lmsim import stats
-from lmsim.twotower.compare import permutation_null, relation
-from lmsim.twotower.config import RunSpec
-from lmsim.twotower.ica import ica_summary
-from lmsim.twotower.nulls import (
+from lmsim.papers.he2022_twotower.compare import permutation_null, relation
+from lmsim.papers.he2022_twotower.nulls import (
     frequency_matched_null,
     frequency_strata,
     global_gap_null,
     null_correlations,
 )
-from lmsim.twotower.paper import PAPER_POS_CLAIMS, PAPER_RELATIONS
-from lmsim.twotower.reliability import correlation_ceiling
+from lmsim.papers.he2022_twotower.paper import PAPER_POS_CLAIMS, PAPER_RELATIONS
+from lmsim.papers.he2022_twotower.reliability import correlation_ceiling
+from lmsim.twotower.config import RunSpec
+from lmsim.twotower.ica import ica_summary
 
 #: The paper's Table 4: two models' score ranks agree at 0.56-0.93, with the frequency
 #: rank at 0.16-0.22 (|Spearman|).
@@ -52,7 +52,7 @@ def _spearman(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def pair_relation(a: RunSpec, b: RunSpec) -> str:
-    """:func:`~lmsim.twotower.compare.relation`, with ``"variant"`` for two runs of one
+    """:func:`~lmsim.papers.he2022_twotower.compare.relation`, with ``"variant"`` for two runs of one
     tower type and size that differ only in an option (e.g. forward-only ELMo)."""
     rel = relation(a, b)
     if rel == "size" and a.config.key() != b.config.key():
@@ -119,7 +119,7 @@ def token_correlation(a, b, tokens, method: str = "pearson", n_boot: int = 1000,
 
 
 def run_nulls(prefs: Mapping, n_draws: int = 100, seed: int = 0) -> dict[str, np.ndarray]:
-    """:func:`~lmsim.twotower.nulls.global_gap_null` draws of every run (its own mean)."""
+    """:func:`~lmsim.papers.he2022_twotower.nulls.global_gap_null` draws of every run (its own mean)."""
     return {
         n: global_gap_null(p.occurrences, n_draws=n_draws, mean=p.mean, seed=seed)
         for n, p in prefs.items()
@@ -356,7 +356,7 @@ def ica_claims(claims, Y, weights, paper_facts: Mapping, n_boot: int = 200, note
 
 
 def annotate_pairs(side: pd.DataFrame, specs, prefs: Mapping, tokens, reliability) -> pd.DataFrame:
-    """:func:`~lmsim.twotower.compare.pair_table`'s rows with :func:`pair_relation`, the
+    """:func:`~lmsim.papers.he2022_twotower.compare.pair_table`'s rows with :func:`pair_relation`, the
     pair's correlation ceiling and its Pearson r under the authors' mean of log-probabilities.
     """
     by_name = {s.name: s for s in specs}
@@ -372,7 +372,7 @@ def annotate_pairs(side: pd.DataFrame, specs, prefs: Mapping, tokens, reliabilit
 
 
 def pos_frequency_quantiles(rel_pos: pd.DataFrame, scores, pos, tokens, counts, n_draws=1000):
-    """Where each (run, tag) median of :func:`~lmsim.twotower.pos.relative_pos_test` falls
+    """Where each (run, tag) median of :func:`~lmsim.papers.he2022_twotower.pos.relative_pos_test` falls
     among the medians of frequency-matched random token sets (the share of draws below)."""
     tags = pos.reindex(tokens)["upos"].to_numpy()
     strata = frequency_strata(np.asarray(counts, dtype=np.float64)[tokens])

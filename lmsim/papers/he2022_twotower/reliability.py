@@ -121,7 +121,7 @@ def split_half_reliability(
     ----------
     occ : Occurrences
     tokens : ndarray of int
-        The tokens compared (e.g. :func:`~lmsim.twotower.compare.top_tokens`).
+        The tokens compared (e.g. :func:`~lmsim.papers.he2022_twotower.compare.top_tokens`).
     unit : {"chunk", "occurrence"}
         What is split: chunks (conservative: occurrences in one chunk share context), or
         single positions.

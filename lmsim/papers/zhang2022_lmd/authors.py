@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from lmsim.lmd._decompose import Decomposition
-from lmsim.lmd._paper import PAPER_CHECKPOINTS, PAPER_SEQ_LENS
+from lmsim.papers.zhang2022_lmd.paper import PAPER_CHECKPOINTS, PAPER_SEQ_LENS
 
 __all__ = [
     "AUTHORS_GROUP_R2",

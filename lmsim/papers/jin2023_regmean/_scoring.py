@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from lmsim.finetune import predict_logits
-from lmsim.merge_setups._setups import DomainSetup
+from lmsim.papers.jin2023_regmean._setups import DomainSetup
 from lmsim.tasks import Task, score
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lmsim.merge_setups._compare import SEEDS_UNIT
+from lmsim.papers.jin2023_regmean._compare import SEEDS_UNIT
 
 
 @dataclass(frozen=True)
@@ -291,7 +291,7 @@ def identity_checks(claims, lab, scorer, pair: Sequence[str], names: Sequence[st
     import torch
 
     from lmsim.merge import merge_models, regmean_linear
-    from lmsim.merge_setups._compare import side_scores
+    from lmsim.papers.jin2023_regmean._compare import side_scores
 
     def gap(m1, m2):
         return max((p - q).abs().max().item() for p, q in zip(m1.parameters(), m2.parameters()))

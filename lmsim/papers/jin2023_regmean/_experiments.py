@@ -1,7 +1,7 @@
 """The RegMean page's merges per setup, kept as runs (predictions) for paired comparisons.
 
 Each function merges the models of one seed (or one head-initialisation variant) of a
-setup, scores every merge once and returns :class:`~lmsim.merge_setups.Fixed` runs, so that
+setup, scores every merge once and returns :class:`~lmsim.papers.jin2023_regmean.Fixed` runs, so that
 base-size merged models need not stay in memory; :func:`difference_table` then compares the
 runs of several seeds with paired intervals.
 
@@ -20,15 +20,15 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from lmsim.merge import SingularGramWarning
-from lmsim.merge_setups._compare import (
+from lmsim.papers.jin2023_regmean._compare import (
     ensemble_run,
     paired_difference,
     side_scores,
     snapshot,
     unit_run,
 )
-from lmsim.merge_setups._scoring import best_on_validation, greedy_order
-from lmsim.merge_setups._setups import DomainSetup
+from lmsim.papers.jin2023_regmean._scoring import best_on_validation, greedy_order
+from lmsim.papers.jin2023_regmean._setups import DomainSetup
 
 
 def validation_score(scorer, tasks, type_map=None) -> Callable[[object], float]:

@@ -238,7 +238,7 @@ def _base(tag: str) -> tuple[str, bool]:
         t = t[:-1]
     if t not in BROWN_TO_UPOS:
         raise KeyError(
-            f"unknown Brown tag {tag!r} (base {t!r}); add it to lmsim.brown.BROWN_TO_UPOS"
+            f"unknown Brown tag {tag!r} (base {t!r}); add it to lmsim.data.brown.BROWN_TO_UPOS"
         )
     return t, foreign
 

@@ -7,7 +7,7 @@ token frequency alone, would give.
   token-specific preference; :func:`null_correlations` correlates two runs' draws.
 - :func:`frequency_strata` and :func:`frequency_matched_null`: sets of tokens drawn to
   match a group's frequencies, for statistics of a group (a tag's median score);
-  :func:`~lmsim.twotower.compare.permutation_null` with ``strata`` permutes scores within
+  :func:`~lmsim.papers.he2022_twotower.compare.permutation_null` with ``strata`` permutes scores within
   frequency strata for correlations.
 """
 
@@ -88,7 +88,7 @@ def null_correlations(null_a: np.ndarray, null_b: np.ndarray, tokens) -> np.ndar
     ndarray of shape (n_draws,)
         Pearson correlation over the tokens finite in both draws.
     """
-    from lmsim.twotower.compare import score_correlation
+    from lmsim.papers.he2022_twotower.compare import score_correlation
 
     null_a, null_b = np.asarray(null_a), np.asarray(null_b)
     if null_a.shape != null_b.shape:

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from lmsim.merge import collect_fishers, collect_grams, merge_models
-from lmsim.merge_setups._stats import published_stats
+from lmsim.papers.jin2023_regmean._stats import published_stats
 
 # Page labels of the merging methods, and the lmsim.merge method each runs.
 PAPER_METHODS = {"Simple": "simple", "Fisher": "fisher", "RegMean": "regmean"}

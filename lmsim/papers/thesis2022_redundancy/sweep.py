@@ -23,9 +23,13 @@ import numpy as np
 import pandas as pd
 
 from lmsim.cluster import representatives
+from lmsim.papers.thesis2022_redundancy.redundancy import (
+    cluster_cuts,
+    layer_subsets,
+    scipy_agreement,
+)
+from lmsim.papers.thesis2022_redundancy.subset_controls import subset_controls
 from lmsim.probe import control_labels, train_probe, tune_penalty, word_activations
-from lmsim.redundancy import cluster_cuts, layer_subsets, scipy_agreement
-from lmsim.subset_controls import subset_controls
 
 __all__ = ["sentence_groups", "model_redundancy", "transfer_probes"]
 
@@ -73,9 +77,9 @@ def model_redundancy(
     model : str
         A name :func:`lmsim.models.load_model` knows.
     sets : dict of str to list of sentences
-        ``"train"``, ``"dev"``, ``"test"`` (:func:`lmsim.redundancy.probing_sets`).
+        ``"train"``, ``"dev"``, ``"test"`` (:func:`lmsim.papers.thesis2022_redundancy.redundancy.probing_sets`).
     labels : dict of str to (y, names)
-        Per task, :func:`lmsim.redundancy.label_ids`' output on ``sets``.
+        Per task, :func:`lmsim.papers.thesis2022_redundancy.redundancy.label_ids`' output on ``sets``.
     thresholds : sequence of float
         Clustering cuts τ.
     seeds : sequence of int
@@ -87,7 +91,7 @@ def model_redundancy(
         Resamples of test / dev sentences behind every paired interval.
     scipy_rows : int
         Training words of the check against scipy's dense pipeline
-        (:func:`lmsim.redundancy.scipy_agreement`).
+        (:func:`lmsim.papers.thesis2022_redundancy.redundancy.scipy_agreement`).
     extract_kw : dict, optional
         :func:`lmsim.probe.word_activations` options (``subword``, ``batch_size``, ...).
     lambdas : sequence of float, optional
@@ -105,7 +109,7 @@ def model_redundancy(
     -------
     dict
         ``dims`` ({block: width}); ``cuts`` ({τ: cluster labels of every neuron}); ``kept``
-        ({seed: {τ: kept columns}}); ``controls`` (:func:`lmsim.subset_controls.subset_controls`
+        ({seed: {τ: kept columns}}); ``controls`` (:func:`lmsim.papers.thesis2022_redundancy.subset_controls.subset_controls`
         rows of every task, ``task`` column); ``baseline`` (all neurons at the first seed
         with the control task, per task); ``subsets`` (the thesis's layer subsets against
         all neurons at the first seed, paired intervals over test sentences); ``variance``

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from lmsim.twotower.paper import PAPER_POS_CLAIMS
+from lmsim.papers.he2022_twotower.paper import PAPER_POS_CLAIMS
 
 
 def token_pos(sentences: Sequence, tokenizer) -> pd.DataFrame:
@@ -130,7 +130,7 @@ def relative_pos_test(
     n_boot, level, seed : int, float, int
     bootstrap : callable, optional
         ``bootstrap(stat, samples, n_boot=, level=, seed=) -> (low, high)``; default
-        :func:`lmsim.twotower.reliability.bootstrap_interval`.
+        :func:`lmsim.papers.he2022_twotower.reliability.bootstrap_interval`.
 
     Returns
     -------
@@ -139,7 +139,7 @@ def relative_pos_test(
         ``leans`` (primary / secondary / inconclusive), ``paper`` and ``holds`` (True, False,
         or None when inconclusive or the paper makes no claim).
     """
-    from lmsim.twotower.reliability import bootstrap_interval
+    from lmsim.papers.he2022_twotower.reliability import bootstrap_interval
 
     if reference not in POS_REFERENCES:
         raise ValueError(f"`reference` must be one of {POS_REFERENCES}, got {reference!r}")

@@ -40,7 +40,7 @@ Jin, Ren, Preotiuc-Pietro & Cheng (2023). Dataless Knowledge Fusion by Merging W
 Language Models. ICLR. Sec. 4.1-4.3, App. B (data sets and partitions).
 """
 
-from lmsim.merge_setups._claims import (
+from lmsim.papers.jin2023_regmean._claims import (
     NOT_RUN,
     PAPER_CLAIMS,
     PaperClaim,
@@ -48,7 +48,7 @@ from lmsim.merge_setups._claims import (
     report_claims,
     seed_notes,
 )
-from lmsim.merge_setups._compare import (
+from lmsim.papers.jin2023_regmean._compare import (
     Fixed,
     constant_run,
     ensemble_run,
@@ -58,7 +58,7 @@ from lmsim.merge_setups._compare import (
     snapshot,
     unit_run,
 )
-from lmsim.merge_setups._experiments import (
+from lmsim.papers.jin2023_regmean._experiments import (
     all_domain_runs,
     difference_table,
     greedy_runs,
@@ -68,7 +68,7 @@ from lmsim.merge_setups._experiments import (
     table7_runs,
     validation_score,
 )
-from lmsim.merge_setups._lab import (
+from lmsim.papers.jin2023_regmean._lab import (
     BEYOND_METHODS,
     PAPER_METHODS,
     MergeLab,
@@ -78,18 +78,18 @@ from lmsim.merge_setups._lab import (
     seed_name,
     settings_for,
 )
-from lmsim.merge_setups._permutation import (
+from lmsim.papers.jin2023_regmean._permutation import (
     activation_similarity,
     diagonal_match,
     unit_activations,
     weight_distances,
 )
-from lmsim.merge_setups._precision import (
+from lmsim.papers.jin2023_regmean._precision import (
     inverse_float32_regmean,
     precision_table,
     relative_difference,
 )
-from lmsim.merge_setups._scoring import (
+from lmsim.papers.jin2023_regmean._scoring import (
     Scorer,
     as_texts,
     best_on_validation,
@@ -99,7 +99,7 @@ from lmsim.merge_setups._scoring import (
     relative_change,
     validation_scores,
 )
-from lmsim.merge_setups._setups import (
+from lmsim.papers.jin2023_regmean._setups import (
     DomainSetup,
     NoniidSplit,
     cap,
@@ -108,63 +108,63 @@ from lmsim.merge_setups._setups import (
     noniid_split,
     pool,
 )
-from lmsim.merge_setups._stats import published_stats
-from lmsim.merge_setups._sweeps import alpha_one_check, pairwise_alpha_sweep
+from lmsim.papers.jin2023_regmean._stats import published_stats
+from lmsim.papers.jin2023_regmean._sweeps import alpha_one_check, pairwise_alpha_sweep
 
 __all__ = [
-    "BEYOND_METHODS",
-    "NOT_RUN",
-    "PAPER_CLAIMS",
-    "PAPER_METHODS",
-    "Fixed",
-    "MergeLab",
-    "PaperClaim",
     "activation_similarity",
     "all_domain_runs",
-    "difference_table",
-    "greedy_runs",
-    "identity_checks",
-    "own_vs_others",
-    "inverse_float32_regmean",
-    "precision_table",
-    "relative_difference",
-    "table7_runs",
-    "merge_tuned",
-    "pairwise_runs",
-    "validation_score",
+    "alpha_one_check",
+    "as_texts",
+    "best_on_validation",
+    "BEYOND_METHODS",
+    "cap",
     "constant_run",
     "diagonal_match",
+    "difference_table",
+    "domain_setup",
+    "domain_tables",
+    "DomainSetup",
     "ensemble_run",
     "finetune_runs",
+    "Fixed",
     "gram_megabytes",
+    "greedy_order",
+    "greedy_runs",
+    "holdout_split",
+    "identity_checks",
     "initial_model",
+    "inverse_float32_regmean",
+    "mean_logits",
+    "merge_tuned",
+    "MergeLab",
+    "noniid_split",
+    "NoniidSplit",
+    "NOT_RUN",
+    "own_vs_others",
     "paired_difference",
+    "pairwise_alpha_sweep",
+    "pairwise_runs",
+    "PAPER_CLAIMS",
+    "PAPER_METHODS",
+    "PaperClaim",
+    "pool",
+    "precision_table",
+    "published_stats",
+    "relative_change",
+    "relative_difference",
     "report_claims",
-    "seed_notes",
     "run_predictions",
+    "Scorer",
     "seed_name",
+    "seed_notes",
     "settings_for",
     "side_scores",
     "snapshot",
+    "table7_runs",
     "unit_activations",
     "unit_run",
-    "weight_distances",
-    "alpha_one_check",
-    "best_on_validation",
-    "greedy_order",
-    "pairwise_alpha_sweep",
+    "validation_score",
     "validation_scores",
-    "DomainSetup",
-    "NoniidSplit",
-    "Scorer",
-    "as_texts",
-    "cap",
-    "domain_tables",
-    "domain_setup",
-    "holdout_split",
-    "mean_logits",
-    "noniid_split",
-    "pool",
-    "published_stats",
-    "relative_change",
+    "weight_distances",
 ]

@@ -7,8 +7,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from lmsim.papers.he2022_twotower.paper import PAPER_RELATIONS
 from lmsim.twotower.config import RunSpec
-from lmsim.twotower.paper import PAPER_RELATIONS
 
 
 def top_tokens(counts, exclude_ids: Sequence[int], n: int) -> np.ndarray:
@@ -54,7 +54,7 @@ def permutation_null(a, b, n_perm: int = 1000, seed: int = 0, strata=None) -> np
         Entries not finite in both are dropped.
     n_perm, seed : int
     strata : array of int, shape (n_tokens,), optional
-        Permute only within each stratum (e.g. :func:`~lmsim.twotower.nulls.frequency_strata`
+        Permute only within each stratum (e.g. :func:`~lmsim.papers.he2022_twotower.nulls.frequency_strata`
         of the tokens' counts): the null keeps whatever the scores share through frequency.
 
     Returns

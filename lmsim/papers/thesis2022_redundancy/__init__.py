@@ -1,0 +1,86 @@
+"""The 2022 thesis on distillation and redundancy: the chapter's protocol
+(``book/thesis2022_redundancy``).
+
+Probes, clustering and the corpora are general methods (:mod:`lmsim.probe`,
+:mod:`lmsim.cluster`, :mod:`lmsim.data`); this package holds what the chapter does with them:
+:mod:`~lmsim.papers.thesis2022_redundancy.redundancy` (probing sets, layer subsets, cluster
+cuts, the probe sweep), :mod:`~lmsim.papers.thesis2022_redundancy.sweep` (one model's
+redundancy sweep and the cross-lingual transfer probes),
+:mod:`~lmsim.papers.thesis2022_redundancy.subset_controls` (kept neurons against random
+subsets; equal accuracy) and :mod:`~lmsim.papers.thesis2022_redundancy.selection` (how the
+representatives are picked, NeuroX's policy against others).
+
+References
+----------
+"Distillation and redundancy in language models" (master's thesis, 2022), Ch. 3-5;
+Dalvi et al. (2020), "Analyzing Redundancy in Pretrained Transformer Models", EMNLP;
+``fdalvi/NeuroX``, ``fdalvi/analyzing-redundancy-in-pretrained-transformer-models``.
+"""
+
+from __future__ import annotations
+
+from lmsim.papers.thesis2022_redundancy.redundancy import (
+    SUBSETS,
+    UDHR_PIPELINES,
+    LabelledSentence,
+    cluster_cuts,
+    depth_of_kept,
+    fitting_sentences,
+    label_ids,
+    layer_subsets,
+    probe_sweep,
+    probing_sets,
+    scipy_agreement,
+    transfer_set,
+)
+from lmsim.papers.thesis2022_redundancy.selection import (
+    POLICIES,
+    expected_kept_per_layer,
+    is_refinement,
+    only_layer_bound,
+    policy_table,
+    prob_only_layer,
+    rising_counts,
+    select_representatives,
+)
+from lmsim.papers.thesis2022_redundancy.subset_controls import (
+    equal_accuracy,
+    paired_bootstrap,
+    same_size_subset,
+    subset_controls,
+)
+from lmsim.papers.thesis2022_redundancy.sweep import (
+    model_redundancy,
+    sentence_groups,
+    transfer_probes,
+)
+
+__all__ = [
+    "cluster_cuts",
+    "depth_of_kept",
+    "equal_accuracy",
+    "expected_kept_per_layer",
+    "fitting_sentences",
+    "is_refinement",
+    "label_ids",
+    "LabelledSentence",
+    "layer_subsets",
+    "model_redundancy",
+    "only_layer_bound",
+    "paired_bootstrap",
+    "POLICIES",
+    "policy_table",
+    "prob_only_layer",
+    "probe_sweep",
+    "probing_sets",
+    "rising_counts",
+    "same_size_subset",
+    "scipy_agreement",
+    "select_representatives",
+    "sentence_groups",
+    "subset_controls",
+    "SUBSETS",
+    "transfer_probes",
+    "transfer_set",
+    "UDHR_PIPELINES",
+]

@@ -1,0 +1,26 @@
+"""Wu et al. (2020), similarity analysis of contextual word representation models: the
+chapter's protocol (``book/wu2020_similarity``).
+
+The measures are general methods (:mod:`lmsim.metrics`, layer × layer matrices from
+:func:`lmsim.extract.pairwise_by_model_pairs`); this package holds the chapter's family
+comparisons (:mod:`~lmsim.papers.wu2020_similarity.families`).
+
+References
+----------
+Wu et al. (2020), Similarity Analysis of Contextual Word Representation Models, ACL;
+the authors' code ``johnmwu/contextual-corr-analysis``.
+"""
+
+from __future__ import annotations
+
+from lmsim.papers.wu2020_similarity.families import (
+    family_cells,
+    family_means,
+    relation_gap,
+)
+
+__all__ = [
+    "family_cells",
+    "family_means",
+    "relation_gap",
+]
