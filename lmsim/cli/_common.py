@@ -107,9 +107,12 @@ def split_list(text: str, choices: Sequence[str], option: str) -> list[str]:
     items = [item.strip() for item in text.split(",") if item.strip()]
     unknown = [item for item in items if item not in choices]
     if unknown or not items:
+        from lmsim._names import did_you_mean
+
+        hint = did_you_mean(unknown[0], choices) if unknown else ""
         raise CliError(
-            f"{option} {text!r}: unknown {', '.join(map(repr, unknown)) or 'empty list'}; "
-            f"choose from {','.join(choices)}"
+            f"{option} {text!r}: unknown {', '.join(map(repr, unknown)) or 'empty list'}"
+            f"{hint}; choose from {','.join(choices)}"
         )
     return list(dict.fromkeys(items))
 

@@ -25,7 +25,6 @@ from lmsim.cli._common import (
     out_file,
     positive_int,
 )
-from lmsim.extract.distributed import LauncherProcessGroup
 
 SUMMARY = "moments of models' hidden states over texts (a safetensors file)"
 POOLINGS = ("mean", "word", "token")
@@ -126,6 +125,8 @@ def run(args) -> int:
     names = model_names(args)
     out = out_file(args.out)
     layer_spec(args.layers)  # bad --layers fail before any model loads
+    from lmsim.extract.distributed import LauncherProcessGroup
+
     group = LauncherProcessGroup(args.device)
     try:
         if group.rank:
