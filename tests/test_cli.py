@@ -587,9 +587,9 @@ def test_probe_reports_baselines_and_kept_neurons(capsys, files):
     )
     table = pd.read_csv(out / "probe.csv")
     kept = pd.read_csv(out / "kept_per_layer.csv", index_col=0)
-    assert list(table.neurons) == ["all", "τ=0.5"]
+    assert list(table.neurons) == ["all", "tau=0.5"]
     assert table.n_neurons[0] == sum(summary["blocks"].values()) == 3 * 32
-    assert kept["τ=0.5"].sum() == table.n_neurons[1] and list(kept.index) == list(summary["blocks"])
+    assert kept["tau=0.5"].sum() == table.n_neurons[1] and list(kept.index) == list(summary["blocks"])
     # Baselines from the labels alone, recomputed here from the same 80/10/10 split.
     sentences = read_conllu(files["conllu"])
     order = np.random.default_rng(0).permutation(len(sentences))

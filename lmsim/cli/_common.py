@@ -213,6 +213,35 @@ class Console:
         if not self.quiet:
             print(message, file=sys.stderr, flush=True)
 
+    def warn(self, message: str) -> None:
+        """A warning on stderr, also under ``--quiet`` (which silences progress only)."""
+        print(f"warning: {message}", file=sys.stderr, flush=True)
+
+
+def announce_zoo_builds(console: Console, names: Sequence[str], zoo_profile: str) -> None:
+    """Say so before a ``zoo/<name>`` model that is not built yet is trained on first use
+    (minutes on a CPU, once; then cached), so a long silent pause is never a mystery."""
+    wanted = [n.split("/", 1)[1] for n in names if str(n).startswith("zoo/")]
+    if not wanted:
+        return
+    from lmsim.zoo.builder import _is_built
+    from lmsim.zoo.profiles import _dependencies, _root, get_profile
+
+    prof = get_profile(zoo_profile)
+    todo = []
+    for name in wanted:
+        try:
+            chain = _dependencies(name)
+        except KeyError:
+            return  # an unknown name: the load reports it, with "did you mean"
+        todo += [m for m in chain if m not in todo and not _is_built(_root(prof) / m)]
+    if todo:
+        console.say(
+            f"zoo: training {', '.join(todo)} (profile {prof.name!r}) now, once: minutes on a "
+            f"CPU, then cached under {_root(prof)}; `lmsim zoo build --profile {prof.name}` "
+            "builds the zoo ahead"
+        )
+
 
 def _quiet_libraries() -> None:
     """No bars or info lines from transformers (their warnings stay)."""

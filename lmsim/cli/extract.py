@@ -19,6 +19,7 @@ from lmsim.cli._common import (
     Parser,
     add_run_options,
     add_text_options,
+    announce_zoo_builds,
     finish,
     layer_spec,
     load_texts,
@@ -104,6 +105,7 @@ def extract(args, console: Console, texts: list):
     from lmsim.extract.cli import moments_from_options
 
     layers = layer_spec(args.layers)
+    announce_zoo_builds(console, model_names(args), args.zoo_profile)
     return moments_from_options(args, model_names(args), texts, layers, console.progress)
 
 
