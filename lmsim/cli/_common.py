@@ -3,7 +3,8 @@
 Conventions of the command line
     * Results go to files under ``--out`` (CSV, PNG, safetensors, model folders) and a
       summary to stdout: readable lines, or one JSON document with ``--json``.
-    * Progress and status lines go to stderr; ``--quiet`` silences them (errors stay).
+    * Progress and status lines go to stderr; ``--quiet`` silences them (errors and
+      warnings stay, each warning message printed once).
     * Bad input (a missing file, an unknown model, measure or method, a malformed config)
       is one line on stderr, ``lmsim <command>: error: ...``, and exit status 2; a bug
       keeps its traceback (``lmsim --traceback ...`` shows it for bad input too).
@@ -131,7 +132,11 @@ def add_run_options(parser: argparse.ArgumentParser, dtype: bool = True) -> None
             help="compute precision: float32, bfloat16, float16 (default: lmsim's, see "
             "lmsim.models.resolve_dtype)",
         )
-    group.add_argument("--quiet", action="store_true", help="no progress or status on stderr")
+    group.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress or status on stderr (warnings and errors stay)",
+    )
     group.add_argument(
         "--json", action="store_true", help="print the summary as one JSON document on stdout"
     )
