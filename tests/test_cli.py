@@ -591,7 +591,8 @@ def test_probe_reports_baselines_and_kept_neurons(capsys, files):
     kept = pd.read_csv(out / "kept_per_layer.csv", index_col=0)
     assert list(table.neurons) == ["all", "tau=0.5"]
     assert table.n_neurons[0] == sum(summary["blocks"].values()) == 3 * 32
-    assert kept["tau=0.5"].sum() == table.n_neurons[1] and list(kept.index) == list(summary["blocks"])
+    assert kept["tau=0.5"].sum() == table.n_neurons[1]
+    assert list(kept.index) == list(summary["blocks"])
     # Baselines from the labels alone, recomputed here from the same 80/10/10 split.
     sentences = read_conllu(files["conllu"])
     order = np.random.default_rng(0).permutation(len(sentences))
