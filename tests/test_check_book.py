@@ -299,16 +299,21 @@ def test_book_pages_skip_index_search_and_assets(tmp_path):
 
 def test_summary_counts_and_allow():
     problems = [cb.Problem("progress", "a.html", f"{i}%|", "output 1") for i in range(5)] + [
-        cb.Problem("js_error", "a.html", "boom")
+        cb.Problem("table_scroll", "a.html", "wide")
     ]
     text, failed = cb.summarize(problems, cb.allowed_categories([], []))
     assert failed
     assert "progress               5  FAIL" in text
-    assert "js_error               1  (allowed" in text
+    assert "table_scroll           1  (allowed" in text
     assert "… and 2 more" in text
     _, failed = cb.summarize(problems, cb.allowed_categories(["progress"], []))
     assert not failed
-    _, failed = cb.summarize(problems, cb.allowed_categories(["progress"], ["js_error"]))
+    _, failed = cb.summarize(problems, cb.allowed_categories(["progress"], ["table_scroll"]))
+    assert failed
+    # A JavaScript error fails by default (the book's pages log none).
+    _, failed = cb.summarize(
+        [cb.Problem("js_error", "a.html", "boom")], cb.allowed_categories([], [])
+    )
     assert failed
     assert cb.counts_by_category([])["traceback"] == 0
     assert cb.allowed_categories(["all"], []) == set(cb.CATEGORIES)
@@ -414,3 +419,44 @@ def test_browser_check_on_two_page_site(tmp_path):
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "check-book: OK" in proc.stdout
+
+
+def test_book_pages_declare_each_script_once():
+    """tools/book_scripts.py drops a script tag equal to an earlier one: Sphinx 7.4 listed
+    sphinx-thebe's inline ``const THEBE_JS_URL`` once as file None and once as file '', a
+    JavaScript error ("already been declared") on every page."""
+    import yaml
+
+    spec = importlib.util.spec_from_file_location(
+        "book_scripts", REPO / "tools" / "book_scripts.py"
+    )
+    book_scripts = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(book_scripts)
+
+    class Script(str):
+        def __new__(cls, filename, **attributes):
+            self = super().__new__(cls, filename or "")
+            self.filename, self.attributes = filename, attributes
+            return self
+
+    thebe = "const THEBE_JS_URL = 'x'"
+    scripts = [
+        Script("_static/a.js"),
+        Script(None, body=thebe),
+        Script("_static/b.js", **{"async": "async"}),
+        Script("", body=thebe),
+        Script("_static/a.js"),
+        Script(None, body="other"),
+    ]
+    kept = book_scripts.unique_scripts(scripts)
+    assert [(s.filename, s.attributes.get("body")) for s in kept] == [
+        ("_static/a.js", None),
+        (None, thebe),
+        ("_static/b.js", None),
+        (None, "other"),
+    ]
+    context = {"script_files": list(scripts)}
+    book_scripts._dedupe(None, "page", "page.html", context, None)
+    assert len(context["script_files"]) == 4
+    config = yaml.safe_load((REPO / "_config.yml").read_text())
+    assert config["sphinx"]["local_extensions"] == {"book_scripts": "tools"}

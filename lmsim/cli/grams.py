@@ -20,6 +20,7 @@ from lmsim.cli._common import (
     Console,
     Parser,
     add_run_options,
+    announce_zoo_builds,
     existing_file,
     finish,
     out_file,
@@ -53,7 +54,13 @@ and their sha256 (lmsim.merge.load_metadata).
 def parser(prog: str = "lmsim grams") -> Parser:
     p = Parser(prog=prog, description=SUMMARY + ".", epilog=EPILOG)
     p.add_argument("model", metavar="MODEL", help="a model folder, registry name or hub id")
-    p.add_argument("--data", type=existing_file, required=True, metavar="FILE")
+    p.add_argument(
+        "--data",
+        type=existing_file,
+        required=True,
+        metavar="FILE",
+        help="the model's inputs, one per line (see --kind)",
+    )
     p.add_argument("--kind", choices=KINDS, default=None, help="how lines are read (see below)")
     p.add_argument(
         "--task",
@@ -69,8 +76,13 @@ def parser(prog: str = "lmsim grams") -> Parser:
         action="store_true",
         help="Grams over every position, padding included (the authors' code)",
     )
-    p.add_argument("--max-length", type=positive_int, default=None)
-    p.add_argument("--batch-size", type=positive_int, default=16)
+    p.add_argument(
+        "--max-length",
+        type=positive_int,
+        default=None,
+        help="truncate inputs to this many tokens (default: the model's limit)",
+    )
+    p.add_argument("--batch-size", type=positive_int, default=16, help="inputs per pass")
     p.add_argument("--max-inputs", type=positive_int, default=None, help="use the first N lines")
     p.add_argument("--seed", type=int, default=0, help="Fishers: seed of the sampled labels")
     p.add_argument("--zoo-profile", default="default", help="zoo build zoo/<name> loads")
@@ -171,6 +183,7 @@ def run(args) -> int:
 
     console = Console(args)
     out = out_file(args.out)
+    announce_zoo_builds(console, [args.model], args.zoo_profile)
     task = task_of(args.model, args.task, args.zoo_profile)
     kind = args.kind or default_kind(task)
     inputs = read_inputs(args.data, kind, args.max_inputs)

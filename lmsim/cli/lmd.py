@@ -20,6 +20,7 @@ from lmsim.cli._common import (
     Parser,
     add_run_options,
     add_text_options,
+    announce_zoo_builds,
     finish,
     load_texts,
     nonnegative_int,
@@ -35,7 +36,7 @@ SUMMARY = "language model decomposition: group and pairwise R², ρ with interva
 
 EPILOG = """\
 example:
-  lmsim lmd minilm-l6 tiny-bert tiny-gpt2 --corpus ptb --seq-len 16 64 \\
+  lmsim lmd tiny-bert tiny-gpt2 tiny-llama --corpus ptb --seq-len 16 64 \\
       --n-train 2000 --n-test 400 --n-boot 200 --out lmd/
 
 Writes lmd/group.csv (R² of each model on all the others, Eq. 9, per T, with intervals),
@@ -43,23 +44,54 @@ lmd/rho.csv (group ρ, Eq. 10), lmd/pairwise.csv (R²(target | basis) and the sy
 pairwise ρ, Eq. 11, with intervals), lmd/pairwise_rho_T<T>.csv, lmd/lmd.png and
 lmd/summary.json. The reference tokenizer (default: the first model's) sets T.
 R² needs n_train well above the widest basis (the other models' widths summed; the summary
-gives the ratio, ≈ 61 in the paper): near or below it the fit overfits or is set by the
-ridge (a warning says so), and test R² can be negative.
+gives the ratio, ≈ 61 in the paper; the example's three 32-wide models give 31). Below
+{min_ratio:g} train chunks per basis dimension the fit overfits (Stein's factor: the test
+error grows by more than {inflation:.0%}) and test R² falls, even below 0: a warning says so,
+in the summary's "warnings" too, as it does for any negative test R². minilm-l6 (384 wide)
+with two of those models has a 416-wide basis: give it --n-train {example_n:,} or more.
 """
+#: Fewer train chunks per basis dimension than this: a warning (Stein's factor k(n, p) >
+#: 1.1 at p = 64 and up, i.e. the test error of the fit inflated by more than 10 %).
+MIN_CHUNKS_PER_DIM = 10
+
+
+def _stein_inflation(ratio: float, p: int = 64) -> float:
+    """How much the fit's expected test error exceeds the noise at ``ratio`` chunks per basis
+    dimension (Stein's factor ``k(n, p) - 1``, :func:`lmsim.lmd.stein_factor`, torch-free)."""
+    n = ratio * p
+    return (n + 1) * (n - 2) / (n * (n - p - 2)) - 1
 
 
 def parser(prog: str = "lmsim lmd") -> Parser:
-    p = Parser(prog=prog, description=SUMMARY + ".", epilog=EPILOG)
+    epilog = EPILOG.format(
+        min_ratio=MIN_CHUNKS_PER_DIM,
+        inflation=_stein_inflation(MIN_CHUNKS_PER_DIM),
+        example_n=MIN_CHUNKS_PER_DIM * (384 + 32),
+    )
+    p = Parser(prog=prog, description=SUMMARY + ".", epilog=epilog)
     p.add_argument("models", nargs="+", metavar="MODEL", help="the group (at least two)")
     add_text_options(p)
     g = p.add_argument_group("protocol")
-    g.add_argument("--seq-len", nargs="+", type=positive_int, default=[64], metavar="T")
+    g.add_argument(
+        "--seq-len",
+        nargs="+",
+        type=positive_int,
+        default=[64],
+        metavar="T",
+        help="chunk lengths in tokens of the reference tokenizer; one decomposition per T",
+    )
     g.add_argument("--n-train", type=positive_int, default=2000, help="train chunks per T")
     g.add_argument("--n-test", type=positive_int, default=400, help="test chunks per T")
     g.add_argument("--reference-tokenizer", default=None, help="cuts the chunks (default: MODEL 1)")
     g.add_argument("--lowercase", action="store_true", help="lower-case the decoded chunks")
     g.add_argument("--ridge", type=float, default=1e-6, help="λ of Eq. 6")
-    g.add_argument("--regulariser", choices=("code", "paper"), default="code")
+    g.add_argument(
+        "--regulariser",
+        choices=("code", "paper"),
+        default="code",
+        help="'code': the authors' code (ridge added to the covariance, n - 1); 'paper': the "
+        "paper's Eq. 6 (ridge on the eigenvalues, n)",
+    )
     g.add_argument(
         "--paper-compat-padding",
         action="store_true",
@@ -84,7 +116,7 @@ def parser(prog: str = "lmsim lmd") -> Parser:
         help="chunks per shard, the bootstrap's unit (default: n_test / 10)",
     )
     x = p.add_argument_group("extraction")
-    x.add_argument("--batch-size", type=positive_int, default=32)
+    x.add_argument("--batch-size", type=positive_int, default=32, help="chunks per forward pass")
     x.add_argument("--zoo-profile", default="default", help="zoo build zoo/<name> loads")
     x.add_argument("--no-cache", action="store_true", help="do not read or write shards")
     p.add_argument("--out", required=True, help="output folder (created if missing)")
@@ -202,18 +234,48 @@ def _figure(group, decs, level):
     ax.set(ylabel="test R²", title=f"R²(u_i, {{u_-i}}) per model{bars}")
     ax.legend(frameon=False, fontsize=8)
     T = seq_lens[-1]
+    rho = decs[T].pairwise_rho
     heatmap(
-        decs[T].pairwise_rho,
+        rho,
         ax=axes[1],
         title=f"pairwise ρ, T={T}",
-        vmin=0,
+        # ρ can be negative (an overfit fit): the scale reaches down to it, never clipping
+        # a negative ρ to the colour of 0.
+        vmin=min(0.0, float(np.floor(np.nanmin(np.asarray(rho, dtype=float)) * 10) / 10)),
         vmax=1,
+        cmap="viridis",
         annot=n <= 10,
         cbar_label="ρ",
         xlabel="model",
         ylabel="model",
     )
     return fig
+
+
+def _fit_warnings(T: int, ratio: float, group: list, pairs: list, basis_width: int) -> list:
+    """Warnings on one T's fits: too few train chunks per basis dimension for a stable fit,
+    and every negative test R² (worse than predicting the mean)."""
+    out = []
+    if ratio < MIN_CHUNKS_PER_DIM:
+        out.append(
+            f"T={T}: {ratio:.1f} train chunks per basis dimension (fewer than "
+            f"{MIN_CHUNKS_PER_DIM}; the paper has about 61): the fits overfit and test R² and "
+            f"ρ are biased low, even negative; give --n-train of at least "
+            f"{MIN_CHUNKS_PER_DIM * basis_width:,} "
+            "or fewer / narrower models"
+        )
+    negative = [f"{row['model']} ({row['r2']:.2f})" for row in group if row["r2"] < 0]
+    negative += [
+        f"{row['target']} | {row['basis']} ({row['r2']:.2f})"
+        for row in pairs
+        if row["target"] != row["basis"] and row["r2"] < 0
+    ]
+    if negative:
+        out.append(
+            f"T={T}: negative test R² (worse than predicting the mean): {', '.join(negative)}; "
+            "the fit does not generalise at these sizes"
+        )
+    return out
 
 
 def run(args) -> int:
@@ -239,6 +301,7 @@ def run(args) -> int:
     sizes = {T: (T, args.n_train, args.n_test) for T in seq_lens}
     splits = chunk_splits(texts, tokenizer, sizes, seed=args.seed, lowercase=args.lowercase)
     # Loaded once for every T and split (by name, each call would load them again).
+    announce_zoo_builds(console, names, args.zoo_profile)
     models = {
         name: load_model(name, device=args.device, dtype=args.dtype, zoo_profile=args.zoo_profile)
         for name in names
@@ -266,12 +329,16 @@ def run(args) -> int:
                 )
         for message in dict.fromkeys(str(w.message) for w in caught):
             notes.append(f"T={T}: {message}")
-            console.say(f"warning: T={T}: {message}")
+            console.warn(f"T={T}: {message}")
         decs[T] = dec
         g, r, pw = _tables(T, dec, boot)
         widths = list(train.dims.values())
         # The leave-one-out fit of the narrowest model has the widest basis.
         r["n_train_per_basis_dim"] = train.n / (sum(widths) - min(widths))
+        basis_width = sum(widths) - min(widths)
+        for message in _fit_warnings(T, r["n_train_per_basis_dim"], g, pw, basis_width):
+            notes.append(message)
+            console.warn(message)
         group += g
         rhos.append(r)
         pairs += pw
@@ -305,6 +372,8 @@ def run(args) -> int:
     }
     write_json(folder / "summary.json", summary)
     lines = [f"{len(names)} models, T in {seq_lens} -> {folder}"]
+    if notes:
+        lines.append(f"  {len(notes)} warning(s), on stderr and in summary.json")
     for r in rhos:
         ci = f" [{r['lower']:.3f}, {r['upper']:.3f}]" if args.n_boot else ""
         lines.append(

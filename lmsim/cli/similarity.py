@@ -68,6 +68,10 @@ def has_paper_variant(metric: str) -> bool:
 
 
 def parser(prog: str = "lmsim similarity") -> Parser:
+    # Measure names from lmsim.cli._catalog (generated from lmsim.metrics, tested current), so
+    # --help does not import torch; run() checks --measures against lmsim.metrics itself.
+    from lmsim.cli._catalog import CATALOG
+
     p = Parser(prog=prog, description=SUMMARY + ".", epilog=EPILOG)
     p.add_argument("models", nargs="*", metavar="MODEL", help="models (with --moments: a subset)")
     p.add_argument(
@@ -79,13 +83,13 @@ def parser(prog: str = "lmsim similarity") -> Parser:
     p.add_argument(
         "--measures",
         default="cka,svcca,pwcca,neuronsim,mixedsim",
-        help="comma-separated: " + ",".join(measures()),
+        help="comma-separated: " + ",".join(CATALOG["similarity_measures"]),
     )
     p.add_argument(
         "--paper-compatible",
         action="store_true",
         help="the authors' variants where lmsim.metrics has them ("
-        + ", ".join(m for m, f in measures().items() if has_paper_variant(f))
+        + ", ".join(CATALOG["similarity_paper_variants"])
         + ")",
     )
     p.add_argument(

@@ -9,6 +9,7 @@ from urllib.parse import urlparse
 import torch
 
 from lmsim._dryrun import dry_run
+from lmsim._names import did_you_mean
 from lmsim._runtime import quiet_transformers, resolve_device, resolve_dtype
 from lmsim.models._offline import model_dir
 from lmsim.models._registry import (
@@ -234,8 +235,9 @@ def load_model(
         model, tokenizer = _load_hub(LEGACY_HUB_IDS.get(name, name), task, torch_dtype, revision)
     else:
         raise ValueError(
-            f"unknown model {name!r}: use one of the offline models {list_models()}, "
-            "'zoo/<name>', a local directory with config.json, or a hub id 'org/name'"
+            f"unknown model {name!r}{did_you_mean(name, list_models())}: use one of the "
+            f"offline models {list_models()}, 'zoo/<name>', a local directory with "
+            "config.json, or a hub id 'org/name'"
         )
     model = model.to(dev).eval()
     tokenizer = _prepare_tokenizer(tokenizer)
@@ -325,4 +327,7 @@ def load_tokenizer(name: str, revision: str | None = None, zoo_profile: str = "d
                 ) from err
             tok = AutoTokenizer.from_pretrained(repo_id, **kwargs)
         return _prepare_tokenizer(tok)
-    raise ValueError(f"unknown model {name!r}: use one of {list_models()} or a hub id 'org/name'")
+    raise ValueError(
+        f"unknown model {name!r}{did_you_mean(name, list_models())}: use one of "
+        f"{list_models()} or a hub id 'org/name'"
+    )

@@ -22,8 +22,9 @@ the page runs the source notebook of the same name; ``source: <stem>`` makes it 
 different parameters (a page's name must then not be the stem of another source notebook).
 A profile's value is either a mapping of parameter overrides or the string ``skip``: the
 page does not run under that profile (``--list`` says so; a ``default: skip`` page has no
-executed page in ``book/`` and is left out of the table of contents). nbval still runs
-every *source* notebook with its parameters cell, whatever the pages' ``smoke`` values.
+executed page in ``book/`` and is left out of the table of contents). The smoke run (and
+``make nbval``) still executes every *source* notebook with its parameters cell: a source
+notebook's own page must keep its ``smoke`` values (tests/test_structure.py checks it).
 
 The parameters cell of each source notebook holds the *smoke* values, so the ``smoke``
 profile overrides nothing. ``default`` writes the executed pages the book renders

@@ -517,6 +517,13 @@ def _release(estimates: Sequence[Estimate], machine: Machine, release: bool | No
     return needs_release(estimates, machine) if release is None else release
 
 
+def _change(knob: str | None) -> str:
+    """The hint of a line that does not fit: the parameter to change, or where to find one."""
+    if knob:
+        return f"change `{knob}`"
+    return "lower the page's size parameters (python -m lmsim.reproduce --list shows them)"
+
+
 def page_problems(est: Estimate, machine: Machine, in_use: float | None = None) -> list[str]:
     """What does not fit of one page: a line per resource, naming the parameter to change.
 
@@ -533,17 +540,17 @@ def page_problems(est: Estimate, machine: Machine, in_use: float | None = None) 
         if resource == "gpu" and machine.gpu_memory_gb <= 0:
             continue
         value = getattr(est, resource)
-        knob = est.knobs.get(resource, "its sizes")
+        hint = _change(est.knobs.get(resource))
         if value > limit:
             lines.append(
                 f"{est.page}: {resource} {value / GB:,.1f} GB > {limit / GB:,.1f} GB on "
-                f"{machine.name}; change `{knob}`"
+                f"{machine.name}; {hint}"
             )
         elif resource == "disk" and in_use is not None and in_use > limit:
             lines.append(
                 f"{est.page}: disk {in_use / GB:,.1f} GB in use while it runs (with what the "
                 f"pages before it keep and the downloads) > {limit / GB:,.1f} GB on "
-                f"{machine.name}; change `{knob}`, or run it alone (--only)"
+                f"{machine.name}; {hint}, or run it alone (--only)"
             )
     return lines
 
@@ -568,7 +575,7 @@ def problems(
         lines.append(
             f"all pages: disk {peak / GB:,.0f} GB > {machine.disk_gb:,.0f} GB while "
             f"{worst.page} runs (caches stay{'; scratch released' if release else ''}); "
-            f"change `{worst.knobs.get('disk', 'its sizes')}`"
+            f"{_change(worst.knobs.get('disk'))}"
         )
     return lines
 
@@ -607,6 +614,8 @@ def plan_table(
         "(GB) | time | fits |",
         "| --- | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
+    not_fitting: dict[str, None] = {}  # resources some page exceeds, in order
+    n_over = 0
     for index, (est, in_use) in enumerate(zip(estimates, timeline)):
         over = [
             name
@@ -615,6 +624,8 @@ def plan_table(
             )
             if value > limit * GB and not (name == "GPU" and limit <= 0)
         ]
+        not_fitting.update(dict.fromkeys(over))
+        n_over += bool(over)
         last = index == len(estimates) - 1
         freed = (
             f" (then {_size(est.released)} released)"
@@ -633,11 +644,18 @@ def plan_table(
         if release and kept != peak
         else "peak, all kept"
     )
+    if peak > machine.disk_gb * GB:
+        not_fitting["disk"] = None
+    # The total fits only when every page does and the disk in use never exceeds the disk.
+    verdict = "yes"
+    if not_fitting:
+        pages = f"{n_over} of {len(estimates)} pages; " if n_over else ""
+        verdict = f"NO: {pages}{', '.join(not_fitting)}"
     lines.append(
         f"| total | max {_size(max((e.ram for e in estimates), default=0))} | max "
         f"{_size(max((e.gpu for e in estimates), default=0))} | {_size(kept)} (downloads "
         f"once) | {_size(peak)} ({how}) | {_time(sum(e.seconds for e in estimates))} | "
-        f"{'yes' if peak <= machine.disk_gb * GB else 'NO: disk'} |"
+        f"{verdict} |"
     )
     if notes:
         lines.append("")

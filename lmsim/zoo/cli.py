@@ -22,8 +22,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     p_build = sub.add_parser("build", help="train the zoo (finished models are skipped)")
-    p_build.add_argument("--profile", default=None, choices=sorted(PROFILES))
-    p_build.add_argument("--only", nargs="+", metavar="NAME", choices=list(MODELS))
+    p_build.add_argument(
+        "--profile", default=None, choices=sorted(PROFILES), help="the zoo build (default: default)"
+    )
+    p_build.add_argument(
+        "--only",
+        nargs="+",
+        metavar="NAME",
+        choices=list(MODELS),
+        help="these models (and what they are built from); default: all",
+    )
     p_build.add_argument(
         "--threads",
         type=int,
@@ -41,8 +49,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=None,
         help="models trained at once on the CPU, one process each (default: the profile's)",
     )
-    p_list = sub.add_parser("list", help="print the table of built models")
-    p_list.add_argument("--profile", default=None, choices=sorted(PROFILES))
+    p_list = sub.add_parser(
+        "list", help="print every zoo model: the facts of the built ones, which are not built"
+    )
+    p_list.add_argument(
+        "--profile", default=None, choices=sorted(PROFILES), help="the zoo build (default: default)"
+    )
     args = parser.parse_args(argv)
     prof = get_profile(args.profile)
     if args.command == "build":
@@ -52,13 +64,44 @@ def main(argv: Sequence[str] | None = None) -> int:
         paths = build(args.only, prof, jobs=args.jobs, rebuild=args.rebuild)
         seconds = time.perf_counter() - started
         print(f"built {len(paths)} models in {seconds:.1f} s under {_root(prof)}")
-    table = summary(prof)
-    with pd.option_context("display.width", 200, "display.max_columns", 30):
-        shown = table.drop(columns=["architecture", "val_ppl_of", "mfu"]).set_index("name")
-        print(
-            shown.to_string(float_format=lambda v: f"{v:.3g}") if len(table) else "no models built"
-        )
+    print(list_table(prof))
     return 0
+
+
+def list_table(prof) -> str:
+    """Every model of the zoo: the facts of the built ones, ``not built`` for the others."""
+    table = summary(prof)
+    built = set(table.name)
+    missing = [
+        {"name": name, "objective": spec.objective, "status": "not built"}
+        for name, spec in MODELS.items()
+        if name not in built
+    ]
+    table.insert(1, "status", "built")
+    if missing:
+        table = pd.concat([table, pd.DataFrame(missing)], ignore_index=True)
+    order = {name: i for i, name in enumerate(MODELS)}
+    table = table.sort_values("name", key=lambda names: names.map(order))
+    shown = table.drop(columns=["architecture", "val_ppl_of", "mfu"]).set_index("name")
+    shown = shown.dropna(axis=1, how="all").astype(object).where(shown.notna(), "")
+    with pd.option_context("display.width", 200, "display.max_columns", 30):
+        text = shown.to_string(
+            float_format=lambda v: f"{v:.3g}",
+            formatters={c: _fmt for c in shown.columns},
+        )
+    lines = [f"zoo profile {prof.name!r}: {len(built)} of {len(MODELS)} models built", text]
+    if missing:
+        lines.append(
+            f"not built: {len(missing)}; `lmsim zoo build --profile {prof.name}` trains them "
+            "(resumable), or a command naming zoo/<name> trains that one on first use"
+        )
+    return "\n".join(lines)
+
+
+def _fmt(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    return str(value)
 
 
 if __name__ == "__main__":

@@ -237,7 +237,11 @@ def get_profile(profile: str | ZooProfile | None = None) -> ZooProfile:
 
 def _check_name(name: str) -> ModelSpec:
     if name not in MODELS:
-        raise KeyError(f"unknown zoo model {name!r}; the zoo has {list(MODELS)}")
+        from lmsim._names import did_you_mean
+
+        raise KeyError(
+            f"unknown zoo model {name!r}{did_you_mean(name, MODELS)}; the zoo has {list(MODELS)}"
+        )
     return MODELS[name]
 
 
