@@ -245,10 +245,10 @@ def test_probe_reads_the_corpora_lmsim_reads(capsys, tmp_path, monkeypatch):
         assert header.isascii(), f"{csv.name}: non-ASCII header {header!r}"
     assert "tau=0.5" in pd.read_csv(out / "probe.csv").neurons.tolist()
     # Brown: gold tags mapped to UPOS (read here from a stand-in of read_brown).
-    import lmsim.brown
+    import lmsim.data.brown
 
     tagged = [[("The", "at"), ("dog", "nn"), ("ran", "vbd"), (".", ".")]] * 12
-    monkeypatch.setattr(lmsim.brown, "read_brown", lambda max_sentences=None: tagged)
+    monkeypatch.setattr(lmsim.data.brown, "read_brown", lambda max_sentences=None: tagged)
     from lmsim.cli.probe import _corpus
 
     sentences = _corpus("brown", "upos", None)

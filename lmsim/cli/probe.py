@@ -41,7 +41,7 @@ SUMMARY = "probe accuracy with majority/control baselines; kept neurons per laye
 TASKS = {"pos": "upos", "dep": "deprels"}
 SPLITS = ("train", "dev", "test")
 
-#: --corpus -> what it reads (lmsim.data.load_sentences, lmsim.brown).
+#: --corpus -> what it reads (lmsim.data.load_sentences, lmsim.data.brown).
 CORPORA = {
     "ptb": "Penn Treebank lines with spaCy's silver UPOS and dependency relations "
     "(needs the `offline` extra)",
@@ -182,8 +182,8 @@ def _corpus(name: str, field: str, limit: int | None) -> list:
     if name == "brown":
         if field != "upos":
             raise CliError("--corpus brown has gold UPOS only: use --task pos")
-        from lmsim.brown import read_brown, upos_sentences
         from lmsim.data import Sentence
+        from lmsim.data.brown import read_brown, upos_sentences
 
         tagged = upos_sentences(read_brown(max_sentences=limit))
         return [Sentence(words=[w for w, _ in s], upos=[t for _, t in s]) for s in tagged]
