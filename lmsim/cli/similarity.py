@@ -14,7 +14,6 @@ moments (``cka`` is ``linear_cka``), so a metric added there appears here.
 
 from __future__ import annotations
 
-import functools
 import inspect
 import time
 
@@ -105,46 +104,38 @@ def parser(prog: str = "lmsim similarity") -> Parser:
 
 
 # ---------------------------------------------------------------------- chance floor
-def _chance_floor(metric: str, n: int, d_x: int, d_y: int, n_draws: int, **options) -> dict:
-    """HOOK: what ``metric`` gives between unrelated data of ``n`` rows and widths d_x, d_y.
+FLOOR_DATA = "independent isotropic Gaussian X, Y of the same n, widths"
 
-    :func:`lmsim.stats.chance_floor` on independent isotropic Gaussian ``X (n, d_x)`` and
-    ``Y (n, d_y)``, ``n_draws`` pairs, seed 0: a similarity means something only above
-    this floor (with few rows per dimension SVCCA and mixedsim are large on noise).
-    Raises ``NotImplementedError`` where :mod:`lmsim.stats` is not available; the summary
-    then reports the floor as null with the reason.
+
+def chance_floors(
+    chosen: dict[str, dict],
+    n: int,
+    dims: dict[str, int],
+    n_draws: int,
+    progress: bool = False,
+    cache: bool = True,
+) -> dict[str, dict]:
+    """Per measure ``{"floors": [...], "data": ...}`` over the distinct widths, or a note why not.
+
+    ``chosen`` maps each :mod:`lmsim.metrics` function name to its options. All the measures
+    read one set of random draws in the moment form (:func:`lmsim.metrics.floors.
+    chance_floors`: shared across measures and across layer pairs of equal widths, cached
+    under ``$LMSIM_CACHE/floors``): a similarity means something only above this floor
+    (with few rows per dimension SVCCA and mixedsim are large on noise).
     """
-    try:
-        from lmsim import stats
-    except ImportError:
-        raise NotImplementedError("lmsim.stats is not available in this version") from None
-    import lmsim.metrics
-
-    measure = functools.partial(getattr(lmsim.metrics, metric), **options)
-    est = stats.chance_floor(measure, n, d_x, d_y, n_draws=n_draws, seed=0)
-    return {
-        "d_x": d_x,
-        "d_y": d_y,
-        "mean": est.estimate,
-        "low": est.low,
-        "high": est.high,
-        "level": est.level,
-        "n_draws": n_draws,
-    }
-
-
-def chance_floors(metric: str, n: int, dims: dict[str, int], options: dict, n_draws: int):
-    """``{"floors": [...]}`` over the distinct (source, target) widths, or a note why not."""
     if not n_draws:
-        return {"floors": None, "note": "chance floor not computed: --floor-draws 0"}
-    widths = sorted(set(dims.values()))
-    try:
-        floors = [
-            _chance_floor(metric, n, a, b, n_draws, **options) for a in widths for b in widths
-        ]
-    except NotImplementedError as err:
-        return {"floors": None, "note": f"chance floor not computed: {err}"}
-    return {"floors": floors, "data": "independent isotropic Gaussian X, Y of the same n, widths"}
+        return {
+            m: {"floors": None, "note": "chance floor not computed: --floor-draws 0"}
+            for m in chosen
+        }
+    if n_draws < 2:
+        raise CliError("--floor-draws must be 0 (no floor) or at least 2")
+    from lmsim.metrics.floors import chance_floors as floors_of
+
+    floors = floors_of(
+        chosen, n, dims.values(), n_draws=n_draws, seed=0, progress=progress, cache=cache
+    )
+    return {m: {"floors": floors[m], "data": FLOOR_DATA} for m in chosen}
 
 
 # ---------------------------------------------------------------------- moments
@@ -272,15 +263,21 @@ def run(args) -> int:
             "png": png.name,
             **_block_means(matrix, names),
         }
-        started = time.perf_counter()
-        results[measure]["chance"] = chance_floors(
-            metric, mom.n, dict(mom.dims), options, args.floor_draws
-        )
-        results[measure]["seconds"] = {
-            "matrix": round(matrix_seconds, 3),
-            "chance_floor": round(time.perf_counter() - started, 3),
-        }
-    seconds = time.perf_counter() - start
+        results[measure]["seconds"] = {"matrix": round(matrix_seconds, 3)}
+    started = time.perf_counter()
+    if args.floor_draws:
+        console.say(f"chance floors: {args.floor_draws} draws per pair of widths, all measures")
+    floors = chance_floors(
+        {table[m]: results[m]["options"] for m in chosen},
+        mom.n,
+        dict(mom.dims),
+        args.floor_draws,
+        progress=console.progress,
+        cache=not args.no_cache,
+    )
+    floor_seconds = time.perf_counter() - started
+    for measure in chosen:
+        results[measure]["chance"] = floors[table[measure]]
     summary = {
         "command": "similarity",
         "n_rows": mom.n,
@@ -290,7 +287,8 @@ def run(args) -> int:
         "paper_compatible": bool(args.paper_compatible),
         "measures": results,
         "out": str(folder),
-        "seconds": round(seconds, 3),
+        "seconds": round(time.perf_counter() - start, 3),
+        "chance_floor_seconds": round(floor_seconds, 3),
     }
     write_json(folder / "summary.json", summary)
     lines = [f"{mom.n:,} rows, {len(names)} blocks -> {folder}"]

@@ -103,6 +103,10 @@ RAW_METRICS: dict[str, Callable] = {
     "mixedsim": mixedsim,
 }
 
+#: Metrics of raw activations written as a per-block preparation and a pair step:
+#: name → (prepare(centred X, **options), pair(prepared a, prepared b)).
+PREPARED_RAW_METRICS: dict[str, tuple[Callable, Callable]] = {}
+
 #: Metrics with ``m(X, Y) == m(Y, X)``: each unordered pair is computed once.
 SYMMETRIC = frozenset({"linear_cka", "svcca"})
 
