@@ -72,6 +72,11 @@ MEASURES = {
     "neuronsim": {},
     "mixedsim": {},
     "svcca_paper": {"paper_compat": True},
+    "procrustes": {},
+    "rsa": {},
+    "rsa_euclidean": {"rdm": "euclidean"},
+    "rbf_cka": {},
+    "debiased_cka": {},
 }
 
 
@@ -80,7 +85,7 @@ def test_floor_equals_the_raw_data_reference_within_monte_carlo_error(measure, c
     """The moment-form floor (shared draws) and the old one (raw Gaussian data per draw)
     estimate the same mean: they differ by less than 4.5 combined Monte-Carlo errors, and
     their spreads (sd of the draws) agree."""
-    metric = "svcca" if measure == "svcca_paper" else measure
+    metric = measure.split("_paper")[0].split("_euclidean")[0]
     options = MEASURES[measure]
     n, widths = 40, [6, 15]
     new = chance_floors({metric: options}, n, widths, n_draws=190, seed=3, cache=False)[metric]

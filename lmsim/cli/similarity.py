@@ -7,7 +7,11 @@ columns: target layer Y; directional measures read X→Y) and a labelled heatmap
 summary with the means within and across models and the chance floor at this n.
 
 The measures are those :data:`lmsim.metrics.pairwise.MOMENT_METRICS` computes from
-moments (``cka`` is ``linear_cka``), so a metric added there appears here.
+moments (``cka`` is ``linear_cka``; ``procrustes`` is the angular shape distance, 0 = the
+same shape) and those of :data:`~lmsim.metrics.pairwise.PREPARED_RAW_METRICS` that need
+the rows themselves (``debiased_cka``, ``rbf_cka``, ``rsa``: the command then keeps the
+pooled activations in memory, and ``--moments`` cannot give them), so a metric added
+there appears here.
 ``--paper-compatible`` selects the authors' variant of every measure whose function takes
 ``paper_compat`` (SVCCA and PWCCA today: Wu et al.'s released code; FORMULAS §2).
 """
@@ -54,9 +58,17 @@ and sim/summary.json (means within and across models, the chance floor at this n
 
 def measures() -> dict[str, str]:
     """Command-line measure name -> :mod:`lmsim.metrics` function name."""
-    from lmsim.metrics.pairwise import MOMENT_METRICS
+    from lmsim.metrics.pairwise import MOMENT_METRICS, PREPARED_RAW_METRICS
 
-    return {SHORT_NAMES.get(name, name): name for name in MOMENT_METRICS}
+    names = list(MOMENT_METRICS) + list(PREPARED_RAW_METRICS)
+    return {SHORT_NAMES.get(name, name): name for name in names}
+
+
+def row_measures() -> set[str]:
+    """Function names of the measures that need the activations, not only their moments."""
+    from lmsim.metrics.pairwise import PREPARED_RAW_METRICS
+
+    return set(PREPARED_RAW_METRICS)
 
 
 def has_paper_variant(metric: str) -> bool:
@@ -171,22 +183,47 @@ def _select(mom, models: list[str], layers):
     return mom.subset(names) if names != list(mom.names) else mom
 
 
-def _moments(args, console: Console):
+def _moments(args, console: Console, rows: list[str]):
+    """``(moments, activations or None)``: activations only when a chosen measure needs them."""
     from lmsim.moments import Moments
 
     if args.moments is not None:
         if args.texts is not None or args.corpus is not None:
             raise CliError("give --moments or --texts/--corpus, not both")
+        if rows:
+            raise CliError(
+                f"--measures {','.join(rows)}: these need the activations themselves, which a "
+                "moments file does not hold; run from MODEL names with --texts/--corpus, or "
+                "leave them out"
+            )
         mom = Moments.load(args.moments, device="cpu")
         console.say(f"read {args.moments}: {mom.n:,} rows, {len(mom.names)} blocks")
-        return _select(mom, list(args.models), layer_spec(args.layers))
+        return _select(mom, list(args.models), layer_spec(args.layers)), None
     if args.texts is None and args.corpus is None:
         raise CliError("give --texts FILE or --corpus NAME (or --moments FILE)")
     names = model_names(args)
-    layer_spec(args.layers)
+    layers = layer_spec(args.layers)
     texts = pooled_texts(args, load_texts(args))
     console.say(f"{len(texts):,} texts through {len(names)} model(s)")
-    return extract(args, console, texts)
+    if not rows:
+        return extract(args, console, texts), None
+    from lmsim.extract import extract_activations
+
+    console.say(f"keeping the activations for {', '.join(rows)}")
+    acts = extract_activations(
+        names,
+        texts,
+        layers=layers,
+        pooling=args.pooling,
+        subword=args.subword,
+        max_length=args.max_length,
+        batch_size=args.batch_size,
+        device=args.device,
+        dtype=args.dtype,
+        zoo_profile=args.zoo_profile,
+        progress=console.progress,
+    )
+    return Moments.from_arrays(acts), acts
 
 
 # ---------------------------------------------------------------------- summary
@@ -230,11 +267,12 @@ def run(args) -> int:
     chosen = split_list(args.measures, list(table), "--measures")
     folder = out_dir(args.out)
     start = time.perf_counter()
-    mom = _moments(args, console)
+    rows = [m for m in chosen if table[m] in row_measures()]
+    mom, acts = _moments(args, console, rows)
     names = list(mom.names)
     if args.save_moments:
         mom.save(folder / "moments.safetensors")
-    from lmsim.metrics import pairwise_matrix
+    from lmsim.metrics import pairwise_matrix, pairwise_matrix_raw
 
     results = {}
     for measure in chosen:
@@ -245,7 +283,14 @@ def run(args) -> int:
         variant = "paper-compatible" if options else "textbook"
         console.say(f"{measure} ({variant}) over {len(names)}² block pairs")
         started = time.perf_counter()
-        matrix = pairwise_matrix(mom, names, metric=metric, progress=console.progress, **options)
+        if metric in row_measures():
+            matrix = pairwise_matrix_raw(
+                acts, names, metric=metric, progress=console.progress, **options
+            )
+        else:
+            matrix = pairwise_matrix(
+                mom, names, metric=metric, progress=console.progress, **options
+            )
         matrix_seconds = time.perf_counter() - started
         csv = folder / f"{measure}.csv"
         import pandas as pd

@@ -222,9 +222,10 @@ def _compute(
         # Measures that need the rows (kernels, dissimilarity matrices) read these; the
         # co-moments of the moment measures are then those of the same rows.
         data = rng.standard_normal((n, n_blocks * width))
-        data -= data.mean(axis=0)
-        rows = torch.from_numpy(data)
-        comoment = torch.from_numpy(data.T @ data)
+        rows = torch.from_numpy(data)  # as drawn: RSA's correlation RDM is not translation free
+        centred = data - data.mean(axis=0)
+        comoment = torch.from_numpy(centred.T @ centred)
+        del centred
     else:
         comoment = torch.from_numpy(null_comoment(n, n_blocks * width, rng))
     zero = torch.zeros(width, dtype=torch.float64)
