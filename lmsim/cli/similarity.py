@@ -41,7 +41,10 @@ from lmsim.cli._common import (
 )
 from lmsim.cli.extract import add_extraction_options, extract, model_names, pooled_texts
 
-SUMMARY = "CKA, SVCCA, PWCCA, neuronsim, mixedsim between every pair of layers"
+SUMMARY = (
+    "CKA (linear, debiased, RBF), SVCCA, PWCCA, neuronsim, mixedsim, Procrustes, RSA "
+    "between every pair of layers"
+)
 #: Short names the command accepts for metrics of lmsim.metrics.
 SHORT_NAMES = {"linear_cka": "cka"}
 
