@@ -37,9 +37,9 @@ def _command(data: dict, script: str) -> str:
     if "layouts" in data:
         config["repeats"] = len(data["layouts"]["length"]["times_s"])
     flags = [
-        f"--{k.replace('_', '-')} {v}"
+        f"--{k.replace('_', '-')}" + ("" if v is True else f" {v}")
         for k, v in config.items()
-        if k not in ("out", "device", "seed", "chunk") and v is not None
+        if k not in ("out", "device", "seed", "chunk") and v is not None and v is not False
     ]
     if "threads" not in config:
         flags.append(f"--threads {data['threads']}")

@@ -178,3 +178,25 @@ def test_every_measure_has_a_floor():
             cache=False,
         )
     )
+
+
+def test_wide_layers_take_several_joint_draws_of_the_same_floor(cache, monkeypatch):
+    """Capping the joint width splits the draws over several joint draws: the blocks are
+    still independent, so the floor estimates the same mean within its error."""
+    full = chance_floors(["svcca", "rsa"], 40, [6, 12], n_draws=30, cache=False)
+    monkeypatch.setattr(floors_mod, "MAX_JOINT_WIDTH", 30)  # 2 blocks of 12 per joint draw
+    assert [len(b) for b in floors_mod._batches(30, 12)] == [1] * 30
+    split = chance_floors(["svcca", "rsa"], 40, [6, 12], n_draws=30, cache=False)
+    for metric in ("svcca", "rsa"):
+        for a, b in zip(full[metric], split[metric], strict=True):
+            assert a["n_draws"] == b["n_draws"] == 30
+            assert abs(a["mean"] - b["mean"]) < 4.5 * math.hypot(a["se"], b["se"])
+
+
+def test_batches_number_blocks_across_joint_draws():
+    monkey = floors_mod.MAX_JOINT_WIDTH
+    assert floors_mod._batches(20, monkey) == [[(0, 1)]] + [
+        [(2 * k, 2 * k + 1)] for k in range(1, 20)
+    ]
+    (batch,) = floors_mod._batches(20, 8)
+    assert len(batch) == 20 and max(max(p) for p in batch) == 6

@@ -20,7 +20,8 @@ pair of widths from one set of random draws:
   :func:`~lmsim.metrics.pairwise.pairwise_matrix` serves all layer pairs.
 * **Draws shared across widths and measures.** A narrower width is the first ``d``
   columns of each block (again isotropic Gaussian and independent across blocks), and
-  every measure reads the same draws.
+  every measure reads the same draws. A joint draw is at most :data:`MAX_JOINT_WIDTH`
+  wide; wide layers take several joint draws of fewer blocks (two at least).
 * **Cached by their inputs.** ``(n, widths, measure, options, n_draws, seed, level)`` and
   this module's version are the key of a JSON file under ``$LMSIM_CACHE/floors``; the file
   holds its key and is used only when the stored key equals the requested one.
@@ -45,7 +46,7 @@ from tqdm.auto import tqdm
 from lmsim._threads import threads
 from lmsim.metrics._linalg import BlockStats
 
-__all__ = ["FLOOR_VERSION", "chance_floors", "null_comoment", "n_null_blocks"]
+__all__ = ["FLOOR_VERSION", "MAX_JOINT_WIDTH", "chance_floors", "null_comoment", "n_null_blocks"]
 
 #: Bumped whenever the draws or the arithmetic change: older cache entries then miss.
 FLOOR_VERSION = 1
@@ -201,6 +202,39 @@ def _prepared_table(metric: str) -> tuple[Callable, Callable, Callable, bool]:
     raise ValueError(f"no chance floor for `metric` {metric!r}; choose one of {known}")
 
 
+#: Widest joint draw (total width ``K · d``): its co-moment takes ``8 D²`` bytes (134 MB).
+MAX_JOINT_WIDTH = 4096
+
+
+def _batches(n_draws: int, width: int) -> list[list[tuple[int, int]]]:
+    """Pairs of blocks per joint draw, blocks numbered across draws.
+
+    As many blocks per joint draw as the draws need and :data:`MAX_JOINT_WIDTH` allows
+    (at least 2); wide layers then take several joint draws of fewer blocks each.
+    """
+    per_batch = max(2, min(n_null_blocks(n_draws), MAX_JOINT_WIDTH // width))
+    local = list(combinations(range(per_batch), 2))
+    batches, left, first = [], n_draws, 0
+    while left > 0:
+        batch = [(first + i, first + j) for i, j in local[:left]]
+        batches.append(batch)
+        left -= len(batch)
+        first += per_batch
+    return batches
+
+
+def _draw(n: int, n_blocks: int, width: int, raw: bool, rng: np.random.Generator):
+    """One joint draw of ``n_blocks`` blocks: ``(co-moment tensor, rows tensor or None)``."""
+    if not raw:
+        return torch.from_numpy(null_comoment(n, n_blocks * width, rng)), None
+    # Measures that need the rows (kernels, dissimilarity matrices) read these; the
+    # co-moments of the moment measures are then those of the same rows.
+    data = rng.standard_normal((n, n_blocks * width))
+    centred = data - data.mean(axis=0)
+    # the rows as drawn: RSA's correlation RDM is not translation invariant
+    return torch.from_numpy(centred.T @ centred), torch.from_numpy(data)
+
+
 def _compute(
     todo: Mapping[str, Mapping],
     n: int,
@@ -213,59 +247,57 @@ def _compute(
     """Floors of the measures in ``todo`` (name -> options) from one shared set of draws."""
     tables = {metric: _prepared_table(metric) for metric in todo}
     raw = any(table[3] for table in tables.values())
-    n_blocks = n_null_blocks(n_draws)
-    pairs = list(combinations(range(n_blocks), 2))[:n_draws]
     width = max(widths)
+    batches = _batches(n_draws, width)
+    pairs = [pair for batch in batches for pair in batch]
     rng = np.random.default_rng(seed)
-    rows = None
-    if raw:
-        # Measures that need the rows (kernels, dissimilarity matrices) read these; the
-        # co-moments of the moment measures are then those of the same rows.
-        data = rng.standard_normal((n, n_blocks * width))
-        rows = torch.from_numpy(data)  # as drawn: RSA's correlation RDM is not translation free
-        centred = data - data.mean(axis=0)
-        comoment = torch.from_numpy(centred.T @ centred)
-        del centred
-    else:
-        comoment = torch.from_numpy(null_comoment(n, n_blocks * width, rng))
     zero = torch.zeros(width, dtype=torch.float64)
-
-    def block(k: int, d: int, needs_rows: bool):
-        start = k * width
-        if needs_rows:
-            return rows[:, start : start + d]
-        return BlockStats(f"null.{k}", n, zero[:d], comoment[start : start + d, start : start + d])
-
-    out: dict[str, list] = {}
+    draws = {(m, dx, dy): [] for m in todo for dx in widths for dy in widths}
     total = len(todo) * len(widths) ** 2 * len(pairs)
-    with threads(1), tqdm(total=total, desc="chance floors", disable=not progress) as bar:
-        for metric, options in todo.items():
-            prep_src, prep_tgt, pair_fn, needs_rows = tables[metric]
-            cache: dict = {}
+    with tqdm(total=total, desc="chance floors", disable=not progress) as bar:
+        for batch in batches:
+            first = min(min(pair) for pair in batch)
+            n_blocks = max(max(pair) for pair in batch) - first + 1
+            comoment, rows = _draw(n, n_blocks, width, raw, rng)
 
-            def prepared(prep, k, d, options=options, cache=cache, needs_rows=needs_rows):
-                if (id(prep), k, d) not in cache:
-                    cache[(id(prep), k, d)] = prep(block(k, d, needs_rows), **options)
-                return cache[(id(prep), k, d)]
+            def block(k: int, d: int, needs_rows: bool, comoment=comoment, rows=rows, first=first):
+                start = k * width
+                if needs_rows:
+                    return rows[:, start : start + d]
+                diag = comoment[start : start + d, start : start + d]
+                return BlockStats(f"null.{first + k}", n, zero[:d], diag)
 
-            floors = []
-            for d_x in widths:
-                for d_y in widths:
-                    draws = []
-                    for i, j in pairs:
-                        bx, by = prepared(prep_src, i, d_x), prepared(prep_tgt, j, d_y)
-                        if needs_rows:
-                            draws.append(pair_fn(bx, by))
-                        else:
-                            ix, iy = i * width, j * width
-                            cxy = comoment[ix : ix + d_x, iy : iy + d_y]
-                            draws.append(pair_fn(bx, by, cxy))
-                        bar.update()
-                    draws = np.asarray(draws, dtype=np.float64)
-                    if not np.isfinite(draws).all():
-                        raise ValueError(f"`{metric}` gave non-finite values on random data")
-                    floors.append({"d_x": d_x, "d_y": d_y, **_summary(draws, pairs, level)})
-            out[metric] = floors
+            with threads(1):
+                for metric, options in todo.items():
+                    prep_src, prep_tgt, pair_fn, needs_rows = tables[metric]
+                    cache: dict = {}
+                    for d_x in widths:
+                        for d_y in widths:
+                            for i, j in batch:
+                                i, j = i - first, j - first
+                                for key in ((prep_src, i, d_x), (prep_tgt, j, d_y)):
+                                    if key not in cache:
+                                        prep, k, d = key
+                                        cache[key] = prep(block(k, d, needs_rows), **options)
+                                bx, by = cache[(prep_src, i, d_x)], cache[(prep_tgt, j, d_y)]
+                                if needs_rows:
+                                    value = pair_fn(bx, by)
+                                else:
+                                    ix, iy = i * width, j * width
+                                    value = pair_fn(bx, by, comoment[ix : ix + d_x, iy : iy + d_y])
+                                draws[(metric, d_x, d_y)].append(value)
+                                bar.update()
+            del comoment, rows
+    out: dict[str, list] = {}
+    for metric in todo:
+        floors = []
+        for d_x in widths:
+            for d_y in widths:
+                values = np.asarray(draws[(metric, d_x, d_y)], dtype=np.float64)
+                if not np.isfinite(values).all():
+                    raise ValueError(f"`{metric}` gave non-finite values on random data")
+                floors.append({"d_x": d_x, "d_y": d_y, **_summary(values, pairs, level)})
+        out[metric] = floors
     return out
 
 
