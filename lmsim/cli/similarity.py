@@ -145,12 +145,18 @@ def chance_floors(
         }
     if n_draws < 2:
         raise CliError("--floor-draws must be 0 (no floor) or at least 2")
+    from lmsim.metrics.floors import FLOOR_VERSION
     from lmsim.metrics.floors import chance_floors as floors_of
 
+    method = (
+        "lmsim.metrics.floors (version "
+        f"{FLOOR_VERSION}): random Wishart co-moments, each draw a pair of independent "
+        "blocks, draws shared across measures and pairs of widths; se = jackknife over blocks"
+    )
     floors = floors_of(
         chosen, n, dims.values(), n_draws=n_draws, seed=0, progress=progress, cache=cache
     )
-    return {m: {"floors": floors[m], "data": FLOOR_DATA} for m in chosen}
+    return {m: {"floors": floors[m], "data": FLOOR_DATA, "method": method} for m in chosen}
 
 
 # ---------------------------------------------------------------------- moments
