@@ -94,6 +94,10 @@ def moments_file(folder: Path, tiny: bool, n_words: int) -> tuple[Path, list[str
     return path, list(models)
 
 
+#: Every run's summary, so that the split into measures and floors is the best run's.
+SUMMARIES: dict[str, list] = {}
+
+
 def similarity(moments: Path, out: Path, draws: int, cache: bool) -> dict:
     argv = [
         "similarity",
@@ -109,7 +113,9 @@ def similarity(moments: Path, out: Path, draws: int, cache: bool) -> dict:
         status = lmsim_main(argv)
     if status:
         raise RuntimeError(f"lmsim {' '.join(argv)} exited with {status}")
-    return json.loads(buffer.getvalue())
+    summary = json.loads(buffer.getvalue())
+    SUMMARIES.setdefault(f"{draws}-{cache}", []).append(summary)
+    return summary
 
 
 def main(argv=None):
@@ -181,8 +187,9 @@ def main(argv=None):
             )
     without = runs["without_floors"]["best_s"]
     with_floors = runs["with_floors"]["best_s"]
-    floors_s = summary["chance_floor_seconds"]
-    measures_s = sum(m["seconds"]["matrix"] for m in summary["measures"].values())
+    computed = SUMMARIES[f"{args.draws}-False"]
+    floors_s = min(s["chance_floor_seconds"] for s in computed)
+    measures_s = min(sum(m["seconds"]["matrix"] for m in s["measures"].values()) for s in computed)
     # dsyrk of n − 1 rows into D × D, or Bartlett's dlauum (D³/3) when n − 1 ≥ D
     sampling_flops = dim**3 / 3 if n - 1 >= dim else (n - 1) * dim**2
     sampling_s = sampling["sampling"]["best_s"]
@@ -198,8 +205,8 @@ def main(argv=None):
         "ratio_with_over_without": with_floors / without,
         "goal_ratio": 2.0,
         "meets_goal": with_floors / without <= 2.0,
-        "floors_s_in_best_run": floors_s,
-        "measures_s_in_best_run": measures_s,
+        "floors_s_best": floors_s,
+        "measures_s_best": measures_s,
         "floors_over_measures": floors_s / measures_s,
         "cached_floors_s": runs["cached_floors"]["best_s"],
         "ratio_cached_over_without": runs["cached_floors"]["best_s"] / without,

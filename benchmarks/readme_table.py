@@ -197,7 +197,7 @@ def _floors(d):
         "chance floors of `lmsim similarity --moments` (5 measures, "
         f"{c['draws']} draws): moment form, shared draws vs the old raw-data floors",
         f"{len(d['blocks'])} blocks × {', '.join(map(str, widths))}, {d['n_words']:,} words",
-        _s(d["floors_s_in_best_run"]),
+        _s(d["floors_s_best"]),
         _s(d["old_floors_total_s"]),
         d["speedup_floors_old_over_new"],
         f"command with floors / without: **{d['ratio_with_over_without']:.2f}×** (goal ≤ 2); "

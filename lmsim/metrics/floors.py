@@ -258,7 +258,8 @@ def _compute(
         for batch in batches:
             first = min(min(pair) for pair in batch)
             n_blocks = max(max(pair) for pair in batch) - first + 1
-            comoment, rows = _draw(n, n_blocks, width, raw, rng)
+            with threads():  # the machine's policy (one thread on ≤ 2 cores): a large GEMM
+                comoment, rows = _draw(n, n_blocks, width, raw, rng)
 
             def block(k: int, d: int, needs_rows: bool, comoment=comoment, rows=rows, first=first):
                 start = k * width
