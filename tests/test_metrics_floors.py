@@ -132,13 +132,18 @@ def test_floors_are_cached_by_their_inputs_and_checked_on_reading(cache, monkeyp
         with pytest.raises(AssertionError, match="recomputed"):
             chance_floors({"pwcca": {"paper_compat": True}}, 30, [4, 9], n_draws=5)
     # A file whose stored key is not the requested one (edited, or a hash collision) is
-    # not used: the floors are recomputed and the entry rewritten.
+    # not used, and not replaced (it did not verify as lmsim's): the floors are recomputed.
     stored = json.loads(path.read_text())
     stored["key"]["n"] = 31
     stored["floors"][0]["mean"] = 123.0
-    path.write_text(json.dumps(stored))
+    tampered = json.dumps(stored)
+    path.write_text(tampered)
     assert chance_floors({"pwcca": {}}, 30, [4, 9], n_draws=5) == first
+    assert path.read_text() == tampered
     path.write_text("{not json")
+    assert chance_floors({"pwcca": {}}, 30, [4, 9], n_draws=5) == first
+    assert path.read_text() == "{not json"
+    path.unlink()
     assert chance_floors({"pwcca": {}}, 30, [4, 9], n_draws=5) == first
     assert json.loads(path.read_text())["floors"] == first["pwcca"]
 

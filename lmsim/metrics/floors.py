@@ -24,7 +24,8 @@ pair of widths from one set of random draws:
   wide; wide layers take several joint draws of fewer blocks (two at least).
 * **Cached by their inputs.** ``(n, widths, measure, options, n_draws, seed, level)`` and
   this module's version are the key of a JSON file under ``$LMSIM_CACHE/floors``; the file
-  holds its key and is used only when the stored key equals the requested one.
+  holds its key and is used only when the stored key equals the requested one (a file
+  that does not verify is neither used nor replaced).
 
 The draws of one floor are exchangeable but, sharing blocks, not independent: the mean's
 Monte-Carlo error ``se`` is a delete-one-block jackknife (conservative; see
@@ -143,10 +144,18 @@ def _read_cached(key: Mapping) -> list | None:
 
 
 def _write_cached(key: Mapping, floors: list) -> None:
+    """Store the floors under ``key``, unless a file is already there.
+
+    A file at the path that did not verify (another key, unreadable) is not lmsim's to
+    replace: it is left as it is and the floors are recomputed on every call.
+    """
     from lmsim._io import write_json_atomic
 
     try:
-        write_json_atomic(_cache_path(key), {"key": key, "floors": floors}, indent=1)
+        path = _cache_path(key)
+        if path.exists():
+            return
+        write_json_atomic(path, {"key": key, "floors": floors}, indent=1)
     except OSError:
         pass  # a read-only cache: the floors are still returned
 
