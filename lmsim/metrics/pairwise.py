@@ -258,11 +258,14 @@ def pairwise_matrix_raw(
         Row and column blocks; default all of ``acts`` (``names_b`` defaults to
         ``names_a``).
     metric : str, default="debiased_cka"
-        Any of ``RAW_METRICS`` (``debiased_cka``, ``rbf_cka`` and the linear ones).
+        Any of ``RAW_METRICS`` (``debiased_cka``, ``rbf_cka``, ``rsa`` and the linear
+        ones). Those of ``PREPARED_RAW_METRICS`` prepare each block once (its kernel, RDM
+        or HSIC terms) and then take one cheap step per unordered pair.
     progress : bool, default=True
         Show a tqdm progress bar over the pairs.
     **kw
-        Options passed to the metric (e.g. ``sigma`` for ``rbf_cka``).
+        Options passed to the metric (``sigma`` for ``rbf_cka``; ``rdm``, ``compare`` for
+        ``rsa``).
 
     Returns
     -------
