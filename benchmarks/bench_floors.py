@@ -118,6 +118,39 @@ def similarity(moments: Path, out: Path, draws: int, cache: bool) -> dict:
     return summary
 
 
+def _measure(args, tmp: Path):
+    """Extract once, then alternate the command with and without floors; the old floors."""
+    n_words = 300 if args.tiny else args.n_words
+    moments, models = moments_file(tmp, args.tiny, n_words)
+    print(f"{models}, {n_words} words; {args.threads} thread(s)", flush=True)
+    similarity(moments, tmp / "cache_fill", args.draws, cache=True)  # fills the cache
+    runs = alternate(
+        {
+            "without_floors": lambda: similarity(moments, tmp / "without", 0, cache=False),
+            "with_floors": lambda: similarity(moments, tmp / "with", args.draws, cache=False),
+            "cached_floors": lambda: similarity(moments, tmp / "cached", args.draws, cache=True),
+        },
+        args.repeats,
+    )
+    summary = runs["with_floors"]["result"]
+    for name, entry in runs["cached_floors"]["result"]["measures"].items():
+        if entry["chance"] != summary["measures"][name]["chance"]:
+            raise RuntimeError(f"the cached floors of {name} differ from the computed ones")
+    n, dims = summary["n_rows"], summary["blocks"]
+    widths = sorted(set(dims.values()))
+    old, old_s = {}, {}
+    blocks = n_null_blocks(args.draws)
+    dim = blocks * max(widths)
+    rng = np.random.default_rng(0)
+    sampling = alternate({"sampling": lambda: null_comoment(n, dim, rng)}, args.repeats)
+    for metric in MEASURES:
+        started = time.perf_counter()
+        old[metric] = _reference_chance_floors(metric, {}, n, widths, args.draws, seed=0)
+        old_s[metric] = time.perf_counter() - started
+        print(f"old floors of {metric}: {old_s[metric]:.1f} s", flush=True)
+    return runs, summary, sampling, old, old_s, n, dims, widths, blocks, dim, models
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n-words", type=int, default=2202)
@@ -128,42 +161,22 @@ def main(argv=None):
         "--out", type=Path, default=Path(__file__).parent / "results" / "floors.json"
     )
     args = parser.parse_args(argv)
-    n_words = 300 if args.tiny else args.n_words
     threads = lmsim.default_threads() if args.threads is None else args.threads
     load_before = os.getloadavg()
     limits = machine_limits(threads)
+    args.threads = threads
+    cache_before = os.environ.get("LMSIM_CACHE")
     with tempfile.TemporaryDirectory() as tmp, lmsim.threads(threads):
         tmp = Path(tmp)
         os.environ["LMSIM_CACHE"] = str(tmp / "cache")  # the cached rerun reads only ours
-        moments, models = moments_file(tmp, args.tiny, n_words)
-        print(f"{models}, {n_words} words; {threads} thread(s)", flush=True)
-        similarity(moments, tmp / "cache_fill", args.draws, cache=True)  # fills the cache
-        runs = alternate(
-            {
-                "without_floors": lambda: similarity(moments, tmp / "without", 0, cache=False),
-                "with_floors": lambda: similarity(moments, tmp / "with", args.draws, cache=False),
-                "cached_floors": lambda: similarity(
-                    moments, tmp / "cached", args.draws, cache=True
-                ),
-            },
-            args.repeats,
-        )
-        summary = runs["with_floors"]["result"]
-        for name, entry in runs["cached_floors"]["result"]["measures"].items():
-            if entry["chance"] != summary["measures"][name]["chance"]:
-                raise RuntimeError(f"the cached floors of {name} differ from the computed ones")
-        n, dims = summary["n_rows"], summary["blocks"]
-        widths = sorted(set(dims.values()))
-        old, old_s = {}, {}
-        blocks = n_null_blocks(args.draws)
-        dim = blocks * max(widths)
-        rng = np.random.default_rng(0)
-        sampling = alternate({"sampling": lambda: null_comoment(n, dim, rng)}, args.repeats)
-        for metric in MEASURES:
-            started = time.perf_counter()
-            old[metric] = _reference_chance_floors(metric, {}, n, widths, args.draws, seed=0)
-            old_s[metric] = time.perf_counter() - started
-            print(f"old floors of {metric}: {old_s[metric]:.1f} s", flush=True)
+        try:
+            measured = _measure(args, tmp)
+            runs, summary, sampling, old, old_s, n, dims, widths, blocks, dim, models = measured
+        finally:
+            if cache_before is None:
+                os.environ.pop("LMSIM_CACHE", None)
+            else:
+                os.environ["LMSIM_CACHE"] = cache_before
     limits = remeasure(limits, threads)
 
     agreement = []
