@@ -99,9 +99,11 @@ def test_floors_show_progress_unless_quiet_and_are_read_back(capsys, tmp_path, c
         {"a/layer.0": rng.normal(size=(40, 5)), "b/layer.0": rng.normal(size=(40, 7))}
     ).save(path)
     argv = ["similarity", "--moments", path, "--measures", "svcca,procrustes", "--floor-draws", "4"]
-    status, _, err = run(capsys, *argv, "--out", tmp_path / "loud")
+    status, stdout, err = run(capsys, *argv, "--out", tmp_path / "loud")
     assert status == 0
     assert "chance floors" in err
+    # a distance's floor is a lower bound for unrelated data, a similarity's an upper one
+    assert "unrelated data ≥" in stdout and "chance floor ≤" in stdout
     assert len(list((cache / "floors").glob("*.json"))) == 2
     status, stdout, err = run(capsys, *argv, "--out", tmp_path / "quiet", "--quiet", "--json")
     assert status == 0 and err == ""
@@ -109,3 +111,6 @@ def test_floors_show_progress_unless_quiet_and_are_read_back(capsys, tmp_path, c
     loud = json.loads((tmp_path / "loud" / "summary.json").read_text())
     for measure in ("svcca", "procrustes"):
         assert quiet["measures"][measure]["chance"] == loud["measures"][measure]["chance"]
+    assert (
+        quiet["measures"]["procrustes"]["distance"] and not quiet["measures"]["svcca"]["distance"]
+    )

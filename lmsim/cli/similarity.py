@@ -47,6 +47,8 @@ SUMMARY = (
 )
 #: Short names the command accepts for metrics of lmsim.metrics.
 SHORT_NAMES = {"linear_cka": "cka"}
+#: Measures that are distances (0 = the same shape): unrelated data lie *above* their floor.
+DISTANCES = {"procrustes": "angular distance, radians"}
 
 EPILOG = """\
 example:
@@ -306,11 +308,17 @@ def run(args) -> int:
 
         pd.DataFrame(matrix, index=names, columns=names).rename_axis("source \\ target").to_csv(csv)
         png = save_figure(
-            _figure(matrix, names, f"{measure} ({variant}), n = {mom.n:,}", measure),
+            _figure(
+                matrix,
+                names,
+                f"{measure} ({variant}), n = {mom.n:,}",
+                f"{measure} ({DISTANCES[metric]})" if metric in DISTANCES else measure,
+            ),
             folder / f"{measure}.png",
         )
         results[measure] = {
             "metric": f"lmsim.metrics.{metric}",
+            "distance": metric in DISTANCES,
             "variant": variant,
             "options": options,
             "csv": csv.name,
@@ -349,7 +357,11 @@ def run(args) -> int:
     for measure, res in results.items():
         across = res["across_models_mean"]
         floors = res["chance"]["floors"]
-        floor = f"; chance floor ≤ {max(f['high'] for f in floors):.3f}" if floors else ""
+        floor = ""
+        if floors and table[measure] in DISTANCES:  # unrelated data: at least this far apart
+            floor = f"; unrelated data ≥ {min(f['low'] for f in floors):.3f} (a distance)"
+        elif floors:
+            floor = f"; chance floor ≤ {max(f['high'] for f in floors):.3f}"
         lines.append(
             f"  {measure:<10} ({res['variant']}): within-model mean "
             f"{_fmt(res['within_model_mean'])}, across-model mean {_fmt(across)}{floor}"
