@@ -37,9 +37,9 @@ def _command(data: dict, script: str) -> str:
     if "layouts" in data:
         config["repeats"] = len(data["layouts"]["length"]["times_s"])
     flags = [
-        f"--{k.replace('_', '-')} {v}"
+        f"--{k.replace('_', '-')}" + ("" if v is True else f" {v}")
         for k, v in config.items()
-        if k not in ("out", "device", "seed", "chunk") and v is not None
+        if k not in ("out", "device", "seed", "chunk") and v is not None and v is not False
     ]
     if "threads" not in config:
         flags.append(f"--threads {data['threads']}")
@@ -190,8 +190,24 @@ def _twotower(d):
     )
 
 
+def _floors(d):
+    c = d["config"]
+    widths = sorted(set(d["blocks"].values()))
+    return (
+        "chance floors of `lmsim similarity --moments` (5 measures, "
+        f"{c['draws']} draws): moment form, shared draws vs the old raw-data floors",
+        f"{len(d['blocks'])} blocks × {', '.join(map(str, widths))}, {d['n_words']:,} words",
+        _s(d["floors_s_best"]),
+        _s(d["old_floors_total_s"]),
+        d["speedup_floors_old_over_new"],
+        f"command with floors / without: **{d['ratio_with_over_without']:.2f}×** (goal ≤ 2); "
+        f"floor sampling {_pct(d['sampling_limit']['fraction_of_gemm_limit'])} (fp64)",
+    )
+
+
 ROWS = {
     "metrics.json": ("bench_metrics.py", _metrics),
+    "floors.json": ("bench_floors.py", _floors),
     "extract.json": ("bench_extract.py", _extract),
     "extract_shard_order.json": ("bench_shard_order.py", _shard_order),
     "lmd.json": ("bench_lmd.py", _lmd),

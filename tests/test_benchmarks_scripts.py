@@ -7,6 +7,7 @@ looks at a time's value.
 """
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -146,3 +147,18 @@ def test_bench_plan_replans_a_measured_result_and_judges_it(tmp_path):
         assert row["ram_ratio"] == pytest.approx(row["planned_ram"] / row["measured_ram"])
         assert row["ram_within"] == (1 / 1.5 <= row["ram_ratio"] <= 1.5)
     assert "| page | planned RAM (GB) |" in bench_plan.table(rows)
+
+
+def test_bench_floors_tiny(tmp_path, monkeypatch):
+    monkeypatch.setenv("LMSIM_CACHE", str(tmp_path / "cache"))
+    data = _run("bench_floors", tmp_path, repeats=1)
+    _check_header(data)
+    assert data["all_within_4.5_se"]
+    metrics = {"linear_cka", "svcca", "pwcca", "neuronsim", "mixedsim"}
+    assert {row["metric"] for row in data["agreement"]} == metrics
+    assert data["ratio_with_over_without"] == pytest.approx(
+        data["with_floors_s"] / data["without_floors_s"]
+    )
+    assert data["sampling_limit"]["fraction_of_gemm_limit"] > 0
+    # the benchmark points LMSIM_CACHE at its own folder only while it runs
+    assert os.environ["LMSIM_CACHE"] == str(tmp_path / "cache")

@@ -22,6 +22,7 @@ import torch
 from _helpers import EXTRACTION_TEXTS, tiny_tokenizer
 
 from lmsim.cli import COMMANDS, main
+from lmsim.metrics.floors import chance_floors
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 REPO = Path(__file__).resolve().parents[1]
@@ -260,7 +261,7 @@ def test_bad_input_is_one_line_and_exit_status_2(capsys, files, argv, message):
 # ---------------------------------------------------------------------- extract, similarity
 def test_extract_then_similarity_match_the_library(capsys, files):
     from lmsim.extract import extract_moments
-    from lmsim.metrics import pairwise_matrix, svcca
+    from lmsim.metrics import pairwise_matrix
     from lmsim.moments import Moments
 
     root, bert = files["root"], str(files["clf"][0])
@@ -313,23 +314,16 @@ def test_extract_then_similarity_match_the_library(capsys, files):
     pair = summary["measures"]["cka"]["by_model_pair"][f"{bert} -> tiny-gpt2"]
     assert pair == pytest.approx(cka.loc[rows, cols].to_numpy().mean(), abs=1e-12)
     chance = summary["measures"]["svcca"]["chance"]
-    try:
-        from lmsim.stats import chance_floor
-    except ImportError:  # a checkout without lmsim.stats: the summary says why
-        assert chance["floors"] is None and "lmsim.stats is not available" in chance["note"]
-    else:
-        widths = sorted(set(mom.dims.values()))
-        assert [(f["d_x"], f["d_y"]) for f in chance["floors"]] == [
-            (a, b) for a in widths for b in widths
-        ]
-        first = chance["floors"][0]
-
-        def paper_svcca(X, Y):
-            return svcca(X, Y, paper_compat=True)
-
-        ref = chance_floor(paper_svcca, mom.n, first["d_x"], first["d_y"], n_draws=3, seed=0)
-        assert first["mean"] == pytest.approx(ref.estimate, abs=1e-12)
-        assert first["low"] <= first["mean"] <= first["high"]
+    widths = sorted(set(mom.dims.values()))
+    assert [(f["d_x"], f["d_y"]) for f in chance["floors"]] == [
+        (a, b) for a in widths for b in widths
+    ]
+    ref = chance_floors(
+        {"svcca": {"paper_compat": True}}, mom.n, widths, n_draws=3, seed=0, cache=False
+    )
+    for got, want in zip(chance["floors"], ref["svcca"], strict=True):
+        assert got == pytest.approx(want, abs=1e-12)
+    assert all(f["low"] <= f["mean"] <= f["high"] for f in chance["floors"])
 
     # The same texts straight through `similarity` (its own extraction): the same values.
     direct = root / "sim_direct"
@@ -352,18 +346,6 @@ def test_extract_then_similarity_match_the_library(capsys, files):
     )
     np.testing.assert_allclose(pd.read_csv(direct / "cka.csv", index_col=0), cka, atol=1e-9)
     assert summary["measures"]["cka"]["chance"]["note"].endswith("--floor-draws 0")
-
-
-def test_without_lmsim_stats_the_floor_is_null_with_the_reason(monkeypatch):
-    from lmsim.cli.similarity import chance_floors
-
-    monkeypatch.setitem(sys.modules, "lmsim.stats", None)  # `import` raises ImportError
-    monkeypatch.delattr("lmsim.stats", raising=False)
-    out = chance_floors("linear_cka", 100, {"a/layer.0": 8}, {}, n_draws=3)
-    assert out == {
-        "floors": None,
-        "note": "chance floor not computed: lmsim.stats is not available in this version",
-    }
 
 
 def test_word_pooling_keeps_the_sentences_of_at_most_max_words(capsys, files):

@@ -39,6 +39,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "lmd": ("lmsim.cli.lmd", "language model decomposition: group and pairwise R², ρ"),
     "grams": ("lmsim.cli.grams", "publish a model's RegMean Grams (or Fishers) for its data"),
     "merge": ("lmsim.cli.merge", "merge models from a YAML config into a model folder"),
+    "evaluate": ("lmsim.cli.evaluate", "score a (merged) model on each task's data"),
     "probe": ("lmsim.cli.probe", "probe accuracy with baselines; kept neurons per layer"),
     "reproduce": ("lmsim.cli.aliases", "the book's runner (python -m lmsim.reproduce)"),
     "zoo": ("lmsim.cli.aliases", "the offline model zoo (python -m lmsim.zoo)"),

@@ -7,14 +7,17 @@ columns: target layer Y; directional measures read X→Y) and a labelled heatmap
 summary with the means within and across models and the chance floor at this n.
 
 The measures are those :data:`lmsim.metrics.pairwise.MOMENT_METRICS` computes from
-moments (``cka`` is ``linear_cka``), so a metric added there appears here.
+moments (``cka`` is ``linear_cka``; ``procrustes`` is the angular shape distance, 0 = the
+same shape) and those of :data:`~lmsim.metrics.pairwise.PREPARED_RAW_METRICS` that need
+the rows themselves (``debiased_cka``, ``rbf_cka``, ``rsa``: the command then keeps the
+pooled activations in memory, and ``--moments`` cannot give them), so a metric added
+there appears here.
 ``--paper-compatible`` selects the authors' variant of every measure whose function takes
 ``paper_compat`` (SVCCA and PWCCA today: Wu et al.'s released code; FORMULAS §2).
 """
 
 from __future__ import annotations
 
-import functools
 import inspect
 import time
 
@@ -38,9 +41,14 @@ from lmsim.cli._common import (
 )
 from lmsim.cli.extract import add_extraction_options, extract, model_names, pooled_texts
 
-SUMMARY = "CKA, SVCCA, PWCCA, neuronsim, mixedsim between every pair of layers"
+SUMMARY = (
+    "CKA (linear, debiased, RBF), SVCCA, PWCCA, neuronsim, mixedsim, Procrustes, RSA "
+    "between every pair of layers"
+)
 #: Short names the command accepts for metrics of lmsim.metrics.
 SHORT_NAMES = {"linear_cka": "cka"}
+#: Measures that are distances (0 = the same shape): unrelated data lie *above* their floor.
+DISTANCES = {"procrustes": "angular distance, radians"}
 
 EPILOG = """\
 example:
@@ -55,9 +63,17 @@ and sim/summary.json (means within and across models, the chance floor at this n
 
 def measures() -> dict[str, str]:
     """Command-line measure name -> :mod:`lmsim.metrics` function name."""
-    from lmsim.metrics.pairwise import MOMENT_METRICS
+    from lmsim.metrics.pairwise import MOMENT_METRICS, PREPARED_RAW_METRICS
 
-    return {SHORT_NAMES.get(name, name): name for name in MOMENT_METRICS}
+    names = list(MOMENT_METRICS) + list(PREPARED_RAW_METRICS)
+    return {SHORT_NAMES.get(name, name): name for name in names}
+
+
+def row_measures() -> set[str]:
+    """Function names of the measures that need the activations, not only their moments."""
+    from lmsim.metrics.pairwise import PREPARED_RAW_METRICS
+
+    return set(PREPARED_RAW_METRICS)
 
 
 def has_paper_variant(metric: str) -> bool:
@@ -109,46 +125,44 @@ def parser(prog: str = "lmsim similarity") -> Parser:
 
 
 # ---------------------------------------------------------------------- chance floor
-def _chance_floor(metric: str, n: int, d_x: int, d_y: int, n_draws: int, **options) -> dict:
-    """HOOK: what ``metric`` gives between unrelated data of ``n`` rows and widths d_x, d_y.
+FLOOR_DATA = "independent isotropic Gaussian X, Y of the same n, widths"
 
-    :func:`lmsim.stats.chance_floor` on independent isotropic Gaussian ``X (n, d_x)`` and
-    ``Y (n, d_y)``, ``n_draws`` pairs, seed 0: a similarity means something only above
-    this floor (with few rows per dimension SVCCA and mixedsim are large on noise).
-    Raises ``NotImplementedError`` where :mod:`lmsim.stats` is not available; the summary
-    then reports the floor as null with the reason.
+
+def chance_floors(
+    chosen: dict[str, dict],
+    n: int,
+    dims: dict[str, int],
+    n_draws: int,
+    progress: bool = False,
+    cache: bool = True,
+) -> dict[str, dict]:
+    """Per measure ``{"floors": [...], "data": ...}`` over the distinct widths, or a note why not.
+
+    ``chosen`` maps each :mod:`lmsim.metrics` function name to its options. All the measures
+    read one set of random draws in the moment form (:func:`lmsim.metrics.floors.
+    chance_floors`: shared across measures and across layer pairs of equal widths, cached
+    under ``$LMSIM_CACHE/floors``): a similarity means something only above this floor
+    (with few rows per dimension SVCCA and mixedsim are large on noise).
     """
-    try:
-        from lmsim import stats
-    except ImportError:
-        raise NotImplementedError("lmsim.stats is not available in this version") from None
-    import lmsim.metrics
-
-    measure = functools.partial(getattr(lmsim.metrics, metric), **options)
-    est = stats.chance_floor(measure, n, d_x, d_y, n_draws=n_draws, seed=0)
-    return {
-        "d_x": d_x,
-        "d_y": d_y,
-        "mean": est.estimate,
-        "low": est.low,
-        "high": est.high,
-        "level": est.level,
-        "n_draws": n_draws,
-    }
-
-
-def chance_floors(metric: str, n: int, dims: dict[str, int], options: dict, n_draws: int):
-    """``{"floors": [...]}`` over the distinct (source, target) widths, or a note why not."""
     if not n_draws:
-        return {"floors": None, "note": "chance floor not computed: --floor-draws 0"}
-    widths = sorted(set(dims.values()))
-    try:
-        floors = [
-            _chance_floor(metric, n, a, b, n_draws, **options) for a in widths for b in widths
-        ]
-    except NotImplementedError as err:
-        return {"floors": None, "note": f"chance floor not computed: {err}"}
-    return {"floors": floors, "data": "independent isotropic Gaussian X, Y of the same n, widths"}
+        return {
+            m: {"floors": None, "note": "chance floor not computed: --floor-draws 0"}
+            for m in chosen
+        }
+    if n_draws < 2:
+        raise CliError("--floor-draws must be 0 (no floor) or at least 2")
+    from lmsim.metrics.floors import FLOOR_VERSION
+    from lmsim.metrics.floors import chance_floors as floors_of
+
+    method = (
+        "lmsim.metrics.floors (version "
+        f"{FLOOR_VERSION}): random Wishart co-moments, each draw a pair of independent "
+        "blocks, draws shared across measures and pairs of widths; se = jackknife over blocks"
+    )
+    floors = floors_of(
+        chosen, n, dims.values(), n_draws=n_draws, seed=0, progress=progress, cache=cache
+    )
+    return {m: {"floors": floors[m], "data": FLOOR_DATA, "method": method} for m in chosen}
 
 
 # ---------------------------------------------------------------------- moments
@@ -184,22 +198,47 @@ def _select(mom, models: list[str], layers):
     return mom.subset(names) if names != list(mom.names) else mom
 
 
-def _moments(args, console: Console):
+def _moments(args, console: Console, rows: list[str]):
+    """``(moments, activations or None)``: activations only when a chosen measure needs them."""
     from lmsim.moments import Moments
 
     if args.moments is not None:
         if args.texts is not None or args.corpus is not None:
             raise CliError("give --moments or --texts/--corpus, not both")
+        if rows:
+            raise CliError(
+                f"--measures {','.join(rows)}: these need the activations themselves, which a "
+                "moments file does not hold; run from MODEL names with --texts/--corpus, or "
+                "leave them out"
+            )
         mom = Moments.load(args.moments, device="cpu")
         console.say(f"read {args.moments}: {mom.n:,} rows, {len(mom.names)} blocks")
-        return _select(mom, list(args.models), layer_spec(args.layers))
+        return _select(mom, list(args.models), layer_spec(args.layers)), None
     if args.texts is None and args.corpus is None:
         raise CliError("give --texts FILE or --corpus NAME (or --moments FILE)")
     names = model_names(args)
-    layer_spec(args.layers)
+    layers = layer_spec(args.layers)
     texts = pooled_texts(args, load_texts(args))
     console.say(f"{len(texts):,} texts through {len(names)} model(s)")
-    return extract(args, console, texts)
+    if not rows:
+        return extract(args, console, texts), None
+    from lmsim.extract import extract_activations
+
+    console.say(f"keeping the activations for {', '.join(rows)}")
+    acts = extract_activations(
+        names,
+        texts,
+        layers=layers,
+        pooling=args.pooling,
+        subword=args.subword,
+        max_length=args.max_length,
+        batch_size=args.batch_size,
+        device=args.device,
+        dtype=args.dtype,
+        zoo_profile=args.zoo_profile,
+        progress=console.progress,
+    )
+    return Moments.from_arrays(acts), acts
 
 
 # ---------------------------------------------------------------------- summary
@@ -243,11 +282,12 @@ def run(args) -> int:
     chosen = split_list(args.measures, list(table), "--measures")
     folder = out_dir(args.out)
     start = time.perf_counter()
-    mom = _moments(args, console)
+    rows = [m for m in chosen if table[m] in row_measures()]
+    mom, acts = _moments(args, console, rows)
     names = list(mom.names)
     if args.save_moments:
         mom.save(folder / "moments.safetensors")
-    from lmsim.metrics import pairwise_matrix
+    from lmsim.metrics import pairwise_matrix, pairwise_matrix_raw
 
     results = {}
     for measure in chosen:
@@ -258,33 +298,52 @@ def run(args) -> int:
         variant = "paper-compatible" if options else "textbook"
         console.say(f"{measure} ({variant}) over {len(names)}² block pairs")
         started = time.perf_counter()
-        matrix = pairwise_matrix(mom, names, metric=metric, progress=console.progress, **options)
+        if metric in row_measures():
+            matrix = pairwise_matrix_raw(
+                acts, names, metric=metric, progress=console.progress, **options
+            )
+        else:
+            matrix = pairwise_matrix(
+                mom, names, metric=metric, progress=console.progress, **options
+            )
         matrix_seconds = time.perf_counter() - started
         csv = folder / f"{measure}.csv"
         import pandas as pd
 
         pd.DataFrame(matrix, index=names, columns=names).rename_axis("source \\ target").to_csv(csv)
         png = save_figure(
-            _figure(matrix, names, f"{measure} ({variant}), n = {mom.n:,}", measure),
+            _figure(
+                matrix,
+                names,
+                f"{measure} ({variant}), n = {mom.n:,}",
+                f"{measure} ({DISTANCES[metric]})" if metric in DISTANCES else measure,
+            ),
             folder / f"{measure}.png",
         )
         results[measure] = {
             "metric": f"lmsim.metrics.{metric}",
+            "distance": metric in DISTANCES,
             "variant": variant,
             "options": options,
             "csv": csv.name,
             "png": png.name,
             **_block_means(matrix, names),
         }
-        started = time.perf_counter()
-        results[measure]["chance"] = chance_floors(
-            metric, mom.n, dict(mom.dims), options, args.floor_draws
-        )
-        results[measure]["seconds"] = {
-            "matrix": round(matrix_seconds, 3),
-            "chance_floor": round(time.perf_counter() - started, 3),
-        }
-    seconds = time.perf_counter() - start
+        results[measure]["seconds"] = {"matrix": round(matrix_seconds, 3)}
+    started = time.perf_counter()
+    if args.floor_draws:
+        console.say(f"chance floors: {args.floor_draws} draws per pair of widths, all measures")
+    floors = chance_floors(
+        {table[m]: results[m]["options"] for m in chosen},
+        mom.n,
+        dict(mom.dims),
+        args.floor_draws,
+        progress=console.progress,
+        cache=not args.no_cache,
+    )
+    floor_seconds = time.perf_counter() - started
+    for measure in chosen:
+        results[measure]["chance"] = floors[table[measure]]
     summary = {
         "command": "similarity",
         "n_rows": mom.n,
@@ -294,14 +353,19 @@ def run(args) -> int:
         "paper_compatible": bool(args.paper_compatible),
         "measures": results,
         "out": str(folder),
-        "seconds": round(seconds, 3),
+        "seconds": round(time.perf_counter() - start, 3),
+        "chance_floor_seconds": round(floor_seconds, 3),
     }
     write_json(folder / "summary.json", summary)
     lines = [f"{mom.n:,} rows, {len(names)} blocks -> {folder}"]
     for measure, res in results.items():
         across = res["across_models_mean"]
         floors = res["chance"]["floors"]
-        floor = f"; chance floor ≤ {max(f['high'] for f in floors):.3f}" if floors else ""
+        floor = ""
+        if floors and table[measure] in DISTANCES:  # unrelated data: at least this far apart
+            floor = f"; unrelated data ≥ {min(f['low'] for f in floors):.3f} (a distance)"
+        elif floors:
+            floor = f"; chance floor ≤ {max(f['high'] for f in floors):.3f}"
         lines.append(
             f"  {measure:<10} ({res['variant']}): within-model mean "
             f"{_fmt(res['within_model_mean'])}, across-model mean {_fmt(across)}{floor}"

@@ -18,6 +18,8 @@ from lmsim.metrics.cka import debiased_cka, linear_cka, rbf_cka
 from lmsim.metrics.localization import localization_scores
 from lmsim.metrics.neuron import mixedsim, neuronsim
 from lmsim.metrics.pairwise import pairwise_attention, pairwise_matrix, pairwise_matrix_raw
+from lmsim.metrics.rsa import rsa
+from lmsim.metrics.shape import procrustes
 
 __all__ = [
     "attention_head_similarity",
@@ -33,7 +35,9 @@ __all__ = [
     "pairwise_matrix",
     "pairwise_matrix_raw",
     "paper_attention_features",
+    "procrustes",
     "pwcca",
     "rbf_cka",
+    "rsa",
     "svcca",
 ]

@@ -18,6 +18,7 @@ import torch
 
 from lmsim.metrics._linalg import (
     BlockStats,
+    _check_matrix,
     as_float64,
     check_nonzero_block,
     check_pair,
@@ -299,6 +300,31 @@ def debiased_cka(X, Y) -> float:
     return float(hsic_xy / torch.sqrt(hsic_xx * hsic_yy))
 
 
+def prepare_debiased_cka(x, name: str = "X"):
+    """Per-block part of debiased CKA: ``(Xc, its HSIC terms, HSIC₁(K, K))``."""
+    x = as_float64(x, name)
+    _check_matrix(x, name)
+    if x.shape[0] < 4:
+        raise ValueError(f"`debiased_cka` needs at least 4 samples, got {x.shape[0]}")
+    xc = x - x.mean(dim=0)
+    terms = _unbiased_hsic_terms(xc)
+    self_hsic = _unbiased_hsic(xc, xc, terms, terms)
+    if not float(self_hsic) > 0:
+        raise ValueError(
+            f"`debiased_cka`: the unbiased HSIC of `{name}` with itself is {float(self_hsic):.3g} "
+            "(≤ 0), so the similarity is undefined; the block is constant or n_samples is "
+            "too small — pass more varied samples"
+        )
+    return xc, terms, self_hsic
+
+
+def debiased_cka_prepared_pair(a, b) -> float:
+    """Debiased CKA of two blocks prepared by :func:`prepare_debiased_cka`."""
+    xc, terms_x, hsic_xx = a
+    yc, terms_y, hsic_yy = b
+    return float(_unbiased_hsic(xc, yc, terms_x, terms_y) / torch.sqrt(hsic_xx * hsic_yy))
+
+
 class DebiasedCKAStats:
     """Streaming statistics for debiased linear CKA between every pair of blocks.
 
@@ -548,3 +574,26 @@ def rbf_cka(X, Y, sigma: float | None = None) -> float:
                 "so the similarity is 0/0; pass more varied samples"
             )
     return float((gram_x * gram_y).sum() / (norm_x * norm_y))
+
+
+def prepare_rbf_cka(x, sigma: float | None = None, name: str = "X") -> torch.Tensor:
+    """Per-block part of RBF CKA: the centred RBF Gram matrix over its Frobenius norm."""
+    if sigma is not None and not float(sigma) > 0:
+        raise ValueError(f"`sigma` must be a positive bandwidth or None, got {sigma!r}")
+    x = as_float64(x, name)
+    _check_matrix(x, name)
+    gram = _centred_rbf_gram(x - x.mean(dim=0), sigma, name)
+    norm = torch.linalg.matrix_norm(gram)
+    if not float(norm) > 0:
+        raise ValueError(
+            f"`rbf_cka`: the centred RBF Gram matrix of `{name}` is zero (all rows equal), "
+            "so the similarity is 0/0; pass more varied samples"
+        )
+    return gram / norm
+
+
+def rbf_cka_prepared_pair(a: torch.Tensor, b: torch.Tensor) -> float:
+    """RBF CKA of two blocks prepared by :func:`prepare_rbf_cka`."""
+    if a.shape != b.shape:
+        raise ValueError(f"blocks of {a.shape[0]} and {b.shape[0]} samples: pass the same rows")
+    return float((a * b).sum())

@@ -40,10 +40,14 @@ from lmsim.metrics.cca import (
 from lmsim.metrics.cka import (
     debiased_cka,
     debiased_cka_matrix,
+    debiased_cka_prepared_pair,
     linear_cka,
     linear_cka_pair,
+    prepare_debiased_cka,
     prepare_linear_cka,
+    prepare_rbf_cka,
     rbf_cka,
+    rbf_cka_prepared_pair,
 )
 from lmsim.metrics.neuron import (
     mixedsim,
@@ -53,6 +57,8 @@ from lmsim.metrics.neuron import (
     prepare_mixedsim,
     prepare_neuronsim,
 )
+from lmsim.metrics.rsa import prepare_rsa, rsa, rsa_pair
+from lmsim.metrics.shape import prepare_procrustes, procrustes, procrustes_pair
 from lmsim.moments import Moments
 
 __all__ = [
@@ -90,6 +96,7 @@ MOMENT_METRICS: dict[str, tuple[Callable, Callable, Callable]] = {
         prepare_mixedsim,
         mixedsim_pair,
     ),
+    "procrustes": (prepare_procrustes, prepare_procrustes, procrustes_pair),
 }
 
 #: Every metric callable as ``fn(X, Y, **kw)`` on raw activations.
@@ -101,17 +108,31 @@ RAW_METRICS: dict[str, Callable] = {
     "pwcca": pwcca,
     "neuronsim": neuronsim,
     "mixedsim": mixedsim,
+    "procrustes": procrustes,
+    "rsa": rsa,
+}
+
+#: Metrics of raw activations written as a per-block preparation and a pair step:
+#: name → (prepare(centred X, **options), pair(prepared a, prepared b)).
+PREPARED_RAW_METRICS: dict[str, tuple[Callable, Callable]] = {
+    "debiased_cka": (prepare_debiased_cka, debiased_cka_prepared_pair),
+    "rbf_cka": (prepare_rbf_cka, rbf_cka_prepared_pair),
+    "rsa": (prepare_rsa, rsa_pair),
 }
 
 #: Metrics with ``m(X, Y) == m(Y, X)``: each unordered pair is computed once.
-SYMMETRIC = frozenset({"linear_cka", "svcca"})
+SYMMETRIC = frozenset({"linear_cka", "svcca", "procrustes", "debiased_cka", "rbf_cka", "rsa"})
 
 #: Directional metrics whose two directions share one decomposition: name → function
 #: ``(prepared a, prepared b, Xcᵀ Yc) -> (m(a, b), m(b, a))``. PWCCA needs one SVD per
 #: unordered pair (its CCA is symmetric; only the projection weights are one-sided).
 BOTH_DIRECTIONS: dict[str, Callable] = {"pwcca": pwcca_pair_both}
 
-_OPTIONS = {"svcca": {"threshold", "paper_compat"}, "pwcca": {"paper_compat"}}
+_OPTIONS = {
+    "svcca": {"threshold", "paper_compat"},
+    "pwcca": {"paper_compat"},
+    "rsa": {"rdm", "compare"},
+}
 
 
 def _check_metric(metric: str, table: Mapping, kw: Mapping) -> None:
@@ -168,10 +189,10 @@ def pairwise_matrix(
             f"`mom` must be an lmsim.moments.Moments, got {type(mom).__name__}; "
             "for raw activations use `pairwise_matrix_raw`"
         )
-    if metric in ("debiased_cka", "rbf_cka"):
+    if metric in PREPARED_RAW_METRICS:
         raise ValueError(
             f"`{metric}` needs more than the means and co-moments a Moments holds (per-sample "
-            "norms for the unbiased HSIC, distances for RBF): extract raw activations "
+            "norms for the unbiased HSIC, distances for RBF and RSA): extract raw activations "
             "(lmsim.extract.extract_activations) and call pairwise_matrix_raw(acts, "
             f"metric={metric!r}), or stream them into lmsim.metrics.cka.DebiasedCKAStats"
         )
@@ -237,11 +258,14 @@ def pairwise_matrix_raw(
         Row and column blocks; default all of ``acts`` (``names_b`` defaults to
         ``names_a``).
     metric : str, default="debiased_cka"
-        Any of ``RAW_METRICS`` (``debiased_cka``, ``rbf_cka`` and the linear ones).
+        Any of ``RAW_METRICS`` (``debiased_cka``, ``rbf_cka``, ``rsa`` and the linear
+        ones). Those of ``PREPARED_RAW_METRICS`` prepare each block once (its kernel, RDM
+        or HSIC terms) and then take one cheap step per unordered pair.
     progress : bool, default=True
         Show a tqdm progress bar over the pairs.
     **kw
-        Options passed to the metric (e.g. ``sigma`` for ``rbf_cka``).
+        Options passed to the metric (``sigma`` for ``rbf_cka``; ``rdm``, ``compare`` for
+        ``rsa``).
 
     Returns
     -------
@@ -262,11 +286,38 @@ def pairwise_matrix_raw(
         raise KeyError(f"unknown blocks {sorted(set(unknown))}; available: {list(acts)}")
     if metric == "debiased_cka" and square and len(set(names_a)) == len(names_a):
         return debiased_cka_matrix(acts, names_a)
-    fn = RAW_METRICS[metric]
     out = np.empty((len(names_a), len(names_b)), dtype=np.float64)
     pairs = [(i, j) for i in range(len(names_a)) for j in range(len(names_b))]
+    if metric in PREPARED_RAW_METRICS:
+        return _pairwise_prepared_raw(acts, names_a, names_b, metric, progress, out, kw)
+    fn = RAW_METRICS[metric]
     for i, j in tqdm(pairs, desc=f"{metric} pairs", disable=not progress, leave=False):
         out[i, j] = fn(acts[names_a[i]], acts[names_b[j]], **kw)
+    return out
+
+
+def _pairwise_prepared_raw(acts, names_a, names_b, metric, progress, out, kw) -> np.ndarray:
+    """Each block prepared once (kernel, RDM, HSIC terms), then one cheap step per pair."""
+    n_rows = {int(np.shape(acts[name])[0]) for name in set(names_a) | set(names_b)}
+    if len(n_rows) > 1:
+        raise ValueError(f"all blocks must have the same n_samples, got {sorted(n_rows)}")
+    prepare, pair = PREPARED_RAW_METRICS[metric]
+    cache: dict[str, object] = {}
+
+    def prepared(name: str):
+        if name not in cache:
+            cache[name] = prepare(acts[name], name=name, **kw)
+        return cache[name]
+
+    done: dict[tuple[str, str], float] = {}
+    pairs = [(i, j) for i in range(len(names_a)) for j in range(len(names_b))]
+    with _one_cpu_thread("cpu"):
+        for i, j in tqdm(pairs, desc=f"{metric} pairs", disable=not progress, leave=False):
+            a, b = names_a[i], names_b[j]
+            if (b, a) in done:  # every prepared raw metric is symmetric
+                out[i, j] = done[(b, a)]
+                continue
+            done[(a, b)] = out[i, j] = pair(prepared(a), prepared(b))
     return out
 
 
