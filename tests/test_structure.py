@@ -457,7 +457,14 @@ def test_readme_library_example_runs():
 # functions count too.
 LAYERS = [
     ["lmsim._dryrun"],
-    ["lmsim._cache", "lmsim._io", "lmsim._runtime", "lmsim.blocks", "lmsim._checks"],
+    [
+        "lmsim._cache",
+        "lmsim._io",
+        "lmsim._runtime",
+        "lmsim.blocks",
+        "lmsim._checks",
+        "lmsim._names",
+    ],
     ["lmsim.stats"],
     ["lmsim.claims", "lmsim.tasks", "lmsim._threads", "lmsim._packages", "lmsim.encoding"],
     ["lmsim.moments"],
