@@ -263,9 +263,12 @@ def test_counts_leave_controls_and_sanity_out():
     assert counts == {
         "holds": 2,
         "does not hold": 2,
+        "heterogeneous": 0,
         "inconclusive": 1,
         "not testable here": 1,
         "not run": 1,
+        "beyond": 0,
+        "method": 0,
         "controls": 1,
     }
 
@@ -317,8 +320,11 @@ def test_write_results_generates_landing_tables(tmp_path):
     manifest = {"chapters": [{"slug": "demo", "title": "Demo", "notebooks": [{"name": "01_page"}]}]}
     reproduce.write_results(manifest, tmp_path)
     overall = (tmp_path / "book" / "_results.md").read_text()
-    assert "| {doc}`Demo </book/demo/index>` | 2 | 2 | 1 | 1 | 1 | 1 |" in overall
+    assert "| {doc}`Demo </book/demo/index>` | 2 | 2 | 0 | 1 | 1 | 1 | 0 | 0 | 1 |" in overall
     assert "SVCCA across families" in overall, "claims that do not hold are listed on the intro"
     assert "rho rises with T" not in overall, "inconclusive claims are not listed as failing"
     chapter = (tmp_path / "book" / "demo" / "_results.md").read_text()
     assert "student closer to teacher" in chapter and "a layer with itself" not in chapter
+    paper, controls = chapter.split("**Controls and contrasts** (1;")
+    assert "**Paper claims** (7;" in paper and "rho rises with T (zoo)" not in paper
+    assert "| control: rho rises with T (zoo) (zoo) |" in controls

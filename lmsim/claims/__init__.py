@@ -19,7 +19,10 @@ with its interval over a named resampling unit) and a *rule*:
 =====================  ==================================================================
 holds                  the interval lies on the claimed side of the rule
 does not hold          the interval lies on the other side
-inconclusive           the interval straddles the rule's threshold
+heterogeneous          a pooled claim whose groups (or pooled value) include both "holds"
+                       and "does not hold": ``groups`` names them
+inconclusive           the interval straddles the rule's threshold; ``mde`` says what the
+                       design could detect and what would settle it
 not testable here      the page measured why it cannot tell (the models' reliability, a
                        power estimate): ``interval`` is null, the reason in ``note``
 not run                not attempted under this profile: ``interval`` null, why in ``note``
@@ -28,7 +31,19 @@ not run                not attempted under this profile: ``interval`` null, why 
 Rules: ``"> t"``, ``">= t"``, ``"< t"``, ``"<= t"`` (``t`` a number), ``"within [a, b]"``,
 and ``"A > B"`` / ``"A < B"`` (the estimate is the difference A - B, judged against 0). A
 count has no sampling variability: pass :func:`lmsim.stats.exact` (the interval
-``[x, x]``, ``unit: "none"``).
+``[x, x]``, ``unit: "none"``). Equivalence rules are two one-sided tests: ``"within ±m"``,
+``"stable within ±m"`` and ``"no worse than m"`` (``m%``: relative to ``reference=``) hold
+only when the whole interval lies inside the margin.
+
+Every record has a *role* (:data:`ROLES`): ``paper`` (the paper says it), ``beyond`` (our
+question), ``method`` (a check that our method works; sanity identities), ``contrast`` (a
+model the paper says nothing about) or ``control`` (the zoo or another control). Tallies
+count ``paper`` claims; the others are listed in their own tables. The designs behind a
+verdict are one keyword each (:meth:`Claims.report`): ``groups=`` (per-group verdicts of
+a pooled claim), ``reference=`` (a relative margin), ``ceiling=`` with ``paper_value=``
+(the symmetric ceiling rule), ``null=`` (:func:`lmsim.stats.pipeline_null`), and ``with
+claims.family(name):`` (Holm's correction over a family). :func:`evidence_problems` is
+what ``tests/test_claims_pages.py`` asks of every record of an executed page.
 
 Claims about pretrained models are judged on real models (``subject="pretrained"``); the
 zoo's result for the same statement is recorded beside it as a control
@@ -43,6 +58,15 @@ generated from the executed pages (:func:`collect`, :func:`results_markdown`,
 format (records with a boolean ``holds`` and no interval) are still read.
 """
 
+from lmsim.claims._display import verdict_details
+from lmsim.claims._evidence import (
+    ROLES,
+    ceiling_verdict,
+    combine_groups,
+    effective_role,
+    evidence_problems,
+    group_summary,
+)
 from lmsim.claims._records import (
     GLUE_KEY,
     KINDS,
@@ -53,15 +77,17 @@ from lmsim.claims._records import (
     Claim,
     Claims,
     claims_html,
-    judge,
-    parse_rule,
 )
+from lmsim.claims._rules import judge, parse_rule
 from lmsim.claims._tables import (
+    SECTIONS,
     chapter_counts,
+    chapter_markdown,
     collect,
     failing_markdown,
     overview_markdown,
     results_markdown,
+    roles,
 )
 
 __all__ = [
@@ -81,4 +107,14 @@ __all__ = [
     "results_markdown",
     "failing_markdown",
     "overview_markdown",
+    "chapter_markdown",
+    "SECTIONS",
+    "ROLES",
+    "roles",
+    "effective_role",
+    "evidence_problems",
+    "ceiling_verdict",
+    "combine_groups",
+    "group_summary",
+    "verdict_details",
 ]

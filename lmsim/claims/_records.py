@@ -2,83 +2,45 @@
 
 from __future__ import annotations
 
-import html
 import json
 import math
-import re
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, replace
 
 import pandas as pd
 
+from lmsim import stats
 from lmsim._dryrun import dry_run
+from lmsim.claims._display import _glue_display, claims_html
+from lmsim.claims._evidence import (
+    adjust_family,
+    ceiling_verdict,
+    check_role,
+    combine_groups,
+    default_role,
+    group_records,
+    group_summary,
+    side_p_values,
+)
+from lmsim.claims._rules import equivalence_threshold, judge_op, parse_rule
 from lmsim.stats import Estimate, Test
 
 MIME_TYPE = "application/vnd.lmsim.claims+json"
 GLUE_KEY = "claims"
 KINDS = ("sanity", "asserted", "reported", "not run")
 PAPER_KINDS = ("asserted", "reported", "not run")
-VERDICTS = ("holds", "does not hold", "inconclusive", "not testable here", "not run")
+VERDICTS = (
+    "holds",
+    "does not hold",
+    "heterogeneous",
+    "inconclusive",
+    "not testable here",
+    "not run",
+)
 SUBJECTS = ("pretrained", "zoo", "trained here")
 _LEGACY_VERDICT = {True: "holds", False: "does not hold", None: "not run"}
 _NO_INTERVAL = ("not testable here", "not run")
-_NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
-_COMPARE = re.compile(rf"^\s*(>=|<=|>|<)\s*({_NUMBER})\s*$")
-_WITHIN = re.compile(rf"^\s*within\s*\[\s*({_NUMBER})\s*,\s*({_NUMBER})\s*\]\s*$")
-_AB = re.compile(r"^\s*A\s*(>=|<=|>|<)\s*B\s*$")
-
-
-# ---------------------------------------------------------------------------- rules
-def parse_rule(rule: str) -> tuple[str, float | tuple[float, float]]:
-    """``(operator, threshold)`` of a rule string.
-
-    ``">= 0.7"`` -> ``(">=", 0.7)``; ``"within [0.2, 0.4]"`` -> ``("within", (0.2, 0.4))``;
-    ``"A > B"`` -> ``(">", 0.0)`` (the estimate is A - B).
-    """
-    if not isinstance(rule, str):
-        raise ValueError(f"`rule` must be a string such as '> 0', got {rule!r}")
-    if m := _COMPARE.match(rule):
-        return m.group(1), float(m.group(2))
-    if m := _AB.match(rule):
-        return m.group(1), 0.0
-    if m := _WITHIN.match(rule):
-        low, high = float(m.group(1)), float(m.group(2))
-        if low > high:
-            raise ValueError(f"`rule` {rule!r}: the range's low end exceeds its high end")
-        return "within", (low, high)
-    raise ValueError(
-        f"`rule` {rule!r} is not understood; write '> t', '>= t', '< t', '<= t', "
-        "'within [a, b]', or 'A > B' / 'A < B' for a difference A - B"
-    )
-
-
-def judge(interval: Sequence[float], rule: str) -> str:
-    """The verdict of an interval under a rule: holds, does not hold or inconclusive.
-
-    Parameters
-    ----------
-    interval : (low, high)
-        ``[x, x]`` for an exact value.
-    rule : str
-        See :func:`parse_rule`.
-    """
-    low, high = (float(v) for v in interval)
-    if not (math.isfinite(low) and math.isfinite(high)) or low > high:
-        raise ValueError(f"`interval` must be finite with low <= high, got {interval!r}")
-    op, t = parse_rule(rule)
-    if op == "within":
-        a, b = t
-        if a <= low and high <= b:
-            return "holds"
-        return "does not hold" if high < a or low > b else "inconclusive"
-    holds, fails = {
-        ">": (low > t, high <= t),
-        ">=": (low >= t, high < t),
-        "<": (high < t, low >= t),
-        "<=": (high <= t, low > t),
-    }[op]
-    return "holds" if holds else "does not hold" if fails else "inconclusive"
 
 
 # --------------------------------------------------------------------------- records
@@ -118,6 +80,30 @@ class Claim:
     control_of : str or None
         For a control (the zoo's result beside a claim about pretrained models), the
         claim it accompanies; controls are counted apart.
+    role : {"paper", "beyond", "method", "contrast", "control"} or None
+        What the record is for (:data:`ROLES`): the tallies count ``paper`` claims only.
+        Sanity identities are ``method`` and a record with ``control_of`` is a
+        ``control`` unless told otherwise; records made before roles have None.
+    pooled : str or None
+        What a pooled claim pools over (``"model families"``); it then carries ``groups``.
+    groups : list of dict or None
+        Each group's ``group``, ``estimate``, ``interval``, ``level``, ``unit``, ``n`` and
+        ``verdict`` under the same rule; the verdict is "heterogeneous" when the pooled and
+        the groups' verdicts include both "holds" and "does not hold".
+    mde : dict or None
+        For an inconclusive claim, :meth:`lmsim.stats.Power.to_record`: the smallest
+        effect the design detects with 80 % power and, in ``settle``, what would settle it.
+    equivalence : dict or None
+        For an equivalence rule, :meth:`lmsim.stats.Equivalence.to_record` (kind, margin,
+        the absolute bounds, TOST p-values).
+    ceiling : dict or None
+        For a claim judged with a ceiling (:func:`~lmsim.claims._evidence.ceiling_verdict`):
+        the ceiling, the paper value, the attenuated range, the rule's own verdict, the
+        measured interval and the reason.
+    family : dict or None
+        For a member of a family of claims (:meth:`Claims.family`): its name and size, the
+        correction (Holm), the p-value, the adjusted p-value, the unadjusted verdict and
+        the adjusted one (which is ``verdict``).
     """
 
     claim: str
@@ -140,6 +126,13 @@ class Claim:
     null: dict | None = None
     subject: str | None = None
     control_of: str | None = None
+    role: str | None = None
+    pooled: str | None = None
+    groups: list | None = None
+    mde: dict | None = None
+    equivalence: dict | None = None
+    ceiling: dict | None = None
+    family: dict | None = None
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -165,6 +158,7 @@ class Claim:
             raise ValueError(f"a claim that is {verdict!r} has no interval; say why in `note`")
         if self.subject is not None and self.subject not in SUBJECTS:
             raise ValueError(f"`subject` must be one of {SUBJECTS} or None, got {self.subject!r}")
+        _check_evidence_fields(self)
 
     def record(self) -> dict:
         """The JSON-ready record (tuples as lists)."""
@@ -175,23 +169,48 @@ class Claim:
         return out
 
 
+def _check_evidence_fields(claim: Claim) -> None:
+    check_role(claim.role)
+    if claim.role is None and (role := default_role(claim.kind, claim.control_of)):
+        object.__setattr__(claim, "role", role)
+    if claim.groups is not None:
+        object.__setattr__(claim, "groups", [dict(g) for g in claim.groups])
+    if claim.pooled is not None and not (claim.groups and len(claim.groups) >= 2):
+        raise ValueError(
+            f"{claim.claim!r} pools over {claim.pooled}: pass `groups=` (each group's "
+            "Estimate), so that no group pointing the other way is hidden"
+        )
+    if claim.verdict == "heterogeneous" and not claim.groups:
+        raise ValueError(f"{claim.claim!r}: a 'heterogeneous' verdict needs its `groups`")
+
+
 def _null_record(null) -> dict | None:
     if null is None:
         return None
-    if isinstance(null, (Estimate, Test)):
+    if isinstance(null, (Estimate, Test, stats.Null)):
         return null.to_record()
     if isinstance(null, str):
         return {"what": null}
     if isinstance(null, Mapping):
         return json.loads(json.dumps(dict(null), default=float))
     raise ValueError(
-        f"`null` must be an lmsim.stats Estimate (a chance floor), a Test, a dict or a "
-        f"description, got {type(null).__name__}"
+        f"`null` must be an lmsim.stats Estimate (a chance floor), a Test, a Null "
+        f"(stats.pipeline_null), a dict or a description, got {type(null).__name__}"
     )
 
 
-def _fmt(value: float, digits: int) -> str:
-    return f"{value:.{digits}f}"
+def _detail(made: Claim) -> str:
+    """A claim with its estimate, interval, unit, rule and verdict, for an error."""
+    detail = made.ours
+    if made.interval is not None:
+        detail = (
+            f"{made.estimate:.4g}, {made.level:.0%} interval [{made.interval[0]:.4g}, "
+            f"{made.interval[1]:.4g}] over {made.n} {made.unit}; rule {made.rule}: "
+            f"{made.verdict}"
+        )
+    if made.groups:
+        detail += f"; {group_summary(made.groups)}"
+    return f"{made.claim} ({detail})"
 
 
 class Claims:
@@ -211,7 +230,7 @@ class Claims:
     >>> from lmsim import stats
     >>> claims = Claims("demo", "01_page")
     >>> claims.sanity("CKA of a layer with itself is 1", abs(1.0 - 1.0) < 1e-9)
-    >>> claims.report("rho rises with T", estimate=stats.exact(0.08), rule="> 0")
+    >>> _ = claims.report("rho rises with T", estimate=stats.exact(0.08), rule="> 0", role="paper")
     >>> [c.verdict for c in claims.records]
     ['holds', 'holds']
     """
@@ -219,6 +238,7 @@ class Claims:
     def __init__(self, chapter: str, page: str, digits: int = 3):
         self.chapter, self.page, self.digits = str(chapter), str(page), int(digits)
         self.records: list[Claim] = []
+        self._family: dict | None = None
 
     def _add(self, claim: Claim) -> Claim:
         self.records = [c for c in self.records if c.claim != claim.claim] + [claim]
@@ -232,8 +252,10 @@ class Claims:
             raise AssertionError(f"sanity identity broken: {claim} ({ours})")
 
     def _judged(
-        self, claim, kind, holds, ours, paper, note, estimate, rule, null, subject, control_of
-    ) -> Claim:
+        self, claim, kind, holds, ours, paper, note, estimate, rule, null, subject, control_of,
+        *, role=None, groups=None, pooled=None, reference=None, ceiling=None, paper_value=None,
+        costs=None,
+    ) -> Claim:  # fmt: skip
         if estimate is None:
             if rule is not None:
                 raise ValueError(f"{claim!r}: a `rule` needs an `estimate` to judge")
@@ -241,9 +263,14 @@ class Claims:
                 raise ValueError(
                     f"{claim!r}: pass `estimate=` (an lmsim.stats.Estimate) and `rule=`"
                 )
+            if any(v is not None for v in (groups, pooled, reference, ceiling, paper_value)):
+                raise ValueError(
+                    f"{claim!r}: `groups`, `pooled`, `reference`, `ceiling` and `paper_value` "
+                    "need an `estimate` and a `rule`"
+                )
             return Claim(
                 claim, kind, bool(holds), ours or "—", paper, note, subject=subject,
-                control_of=control_of, null=_null_record(null),
+                control_of=control_of, null=_null_record(null), role=role,
             )  # fmt: skip
         if holds is not None:
             raise ValueError(
@@ -256,8 +283,54 @@ class Claims:
             )
         if rule is None:
             raise ValueError(f"{claim!r}: an estimate needs a `rule` such as '> 0' to be judged")
-        op, threshold = parse_rule(rule)
+        op, threshold = parse_rule(rule, reference)
+        verdict = judge_op(estimate.interval, op, threshold)
+        equivalence = None
+        if (margin := equivalence_threshold(rule, reference)) is not None:
+            kind_of, size, relative = margin[2]
+            ref = reference.estimate if isinstance(reference, Estimate) else reference
+            equivalence = stats.tost(
+                estimate, size, kind_of, relative=relative, reference=ref
+            ).to_record()
+        elif reference is not None:
+            raise ValueError(f"{claim!r}: `reference` is for a relative margin ('within ±1%')")
+        ceiling_record = None
+        if (ceiling is None) != (paper_value is None):
+            raise ValueError(
+                f"{claim!r}: pass `ceiling` (the reliability bound) and `paper_value` (the "
+                "paper's value before attenuation) together"
+            )
+        if ceiling is not None:
+            shown = estimate.format(self.digits)
+            verdict, ceiling_record = ceiling_verdict(
+                estimate.interval, op, threshold, paper_value, ceiling, shown
+            )
+            if ceiling_record["reason"]:
+                note = f"{note.rstrip()} ({ceiling_record['reason']})" if note.strip() else (
+                    ceiling_record["reason"]
+                )  # fmt: skip
+        group_list = None
+        if groups is not None:
+            group_list = group_records(groups, op, threshold)
+            verdict = combine_groups(verdict, [g["verdict"] for g in group_list])
+            pooled = pooled or "groups"
+        elif pooled is not None:
+            raise ValueError(
+                f"{claim!r} pools over {pooled}: pass `groups=` (each group's Estimate)"
+            )
+        power = None
+        if estimate.high > estimate.low:
+            power = stats.power_note(estimate, threshold, costs=costs)
+        if self._family is not None:
+            p_holds, p_fails = side_p_values(estimate, op, threshold, ceiling_record)
+            self._family["members"][claim] = {
+                "p_holds": p_holds, "p_fails": p_fails, "level": estimate.level, "power": power,
+            }  # fmt: skip
         record = estimate.to_record()
+        fields = ("estimate", "interval", "level", "unit", "n", "method", "sd", "values")
+        values = {k: record[k] for k in fields}
+        if verdict == "not testable here":
+            values["interval"] = None
         return Claim(
             claim,
             kind,
@@ -265,14 +338,20 @@ class Claims:
             ours or estimate.format(self.digits),
             paper,
             note,
-            verdict=judge(estimate.interval, rule),
+            verdict=verdict,
             rule=rule.strip(),
             threshold=threshold,
             null=_null_record(null),
             subject=subject,
             control_of=control_of,
-            **{k: record[k] for k in ("estimate", "interval", "level", "unit", "n", "method", "sd", "values")},
-        )  # fmt: skip
+            role=role,
+            pooled=pooled,
+            groups=group_list,
+            mde=power.to_record() if verdict == "inconclusive" and power else None,
+            equivalence=equivalence,
+            ceiling=ceiling_record,
+            **values,
+        )
 
     def check(
         self,
@@ -287,33 +366,32 @@ class Claims:
         null=None,
         subject: str | None = None,
         control_of: str | None = None,
+        role: str | None = None,
+        groups: Mapping[str, Estimate] | None = None,
+        pooled: str | None = None,
+        reference=None,
+        ceiling=None,
+        paper_value: float | None = None,
+        costs: Mapping[str, str] | None = None,
     ) -> Claim:
-        """Assert a paper claim that must hold at every scale.
+        """Assert a claim that must hold at every scale.
 
         With ``estimate`` and ``rule``, the whole interval must lie on the claimed side
         (verdict "holds"); otherwise the page fails with an ``AssertionError`` that gives
         the estimate, the interval and the rule. ``condition`` (a boolean, no interval)
         is the older form, kept for pages not yet converted. During a dry run
         (:mod:`lmsim._dryrun`: stand-in models and data) the verdict is recorded, never
-        asserted.
+        asserted. The keyword arguments are those of :meth:`report`.
         """
         made = self._add(
             self._judged(
                 claim, "asserted", condition, ours, paper, note, estimate, rule, null,
-                subject, control_of,
+                subject, control_of, role=role, groups=groups, pooled=pooled,
+                reference=reference, ceiling=ceiling, paper_value=paper_value, costs=costs,
             )
         )  # fmt: skip
         if made.verdict != "holds" and not dry_run():  # stand-ins' numbers assert nothing
-            detail = made.ours
-            if made.interval is not None:
-                detail = (
-                    f"{made.estimate:.4g}, {made.level:.0%} interval [{made.interval[0]:.4g}, "
-                    f"{made.interval[1]:.4g}] over {made.n} {made.unit}; rule {made.rule}: "
-                    f"{made.verdict}"
-                )
-            raise AssertionError(
-                f"paper claim asserted at every profile failed: {claim} ({detail})"
-            )
+            raise AssertionError(f"claim asserted at every profile failed: {_detail(made)}")
         return made
 
     def report(
@@ -329,16 +407,72 @@ class Claims:
         null=None,
         subject: str | None = None,
         control_of: str | None = None,
+        role: str | None = None,
+        groups: Mapping[str, Estimate] | None = None,
+        pooled: str | None = None,
+        reference=None,
+        ceiling=None,
+        paper_value: float | None = None,
+        costs: Mapping[str, str] | None = None,
     ) -> Claim:
-        """Record a paper claim with its verdict at this scale, without asserting it.
+        """Record a claim with its verdict at this scale, without asserting it.
 
         ``estimate`` (an :class:`~lmsim.stats.Estimate`) and ``rule`` give the verdict;
         ``holds`` (a boolean, no interval) is the older form.
+
+        Parameters
+        ----------
+        claim : str
+            The statement, in the paper's terms.
+        holds : bool, optional
+            The older form (no interval).
+        ours, paper, note : str
+            Our number(s) as shown (the estimate with its interval by default), the
+            paper's value and where it is, why it does (not) hold.
+        estimate : Estimate
+        rule : str
+            See :func:`parse_rule`: a comparison, a range, or an equivalence margin
+            (``"within ±0.02"``, ``"no worse than 1%"``, ``"stable within ±0.01"``; the
+            verdict holds only when the whole interval is inside the margin, and the
+            record carries the TOST p-values in ``equivalence``).
+        null : Estimate, Test, Null, dict or str, optional
+            The null the rule's threshold comes from (:func:`lmsim.stats.pipeline_null`).
+        subject : {"pretrained", "zoo", "trained here"}, optional
+        control_of : str, optional
+            The claim this record accompanies as a control.
+        role : {"paper", "beyond", "method", "contrast", "control"}
+            What the record is for; the tallies count ``paper`` claims only. Required on
+            converted pages (``tests/test_claims_pages.py``).
+        groups : mapping of str to Estimate, optional
+            For a pooled claim: each group's estimate (families, tower types, models,
+            tasks), judged by the same rule. The verdict is "heterogeneous" when the pooled
+            and the groups' verdicts include both "holds" and "does not hold".
+        pooled : str, optional
+            What the claim pools over (``"model families"``); "groups" by default.
+        reference : float or Estimate, optional
+            What a relative margin is a fraction of (the baseline's value).
+        ceiling : Estimate or float, optional
+            A reliability ceiling that attenuates the measured quantity
+            (:attr:`lmsim.stats.CrossFit.ceiling`); with ``paper_value`` the symmetric
+            ceiling rule decides (:func:`lmsim.claims._evidence.ceiling_verdict`): "not
+            testable here" when even the attenuated paper value would not clear the rule,
+            "does not hold" when the interval lies wholly beyond the attenuated paper value.
+        paper_value : float, optional
+            The paper's value for this exact setting, before attenuation.
+        costs : mapping of str to str, optional
+            The cost of one more unit of each variance component, for the note of what
+            would settle an inconclusive claim (``{"seeds": "40 min each"}``).
+
+        Returns
+        -------
+        Claim
+            An inconclusive claim carries ``mde`` (:func:`lmsim.stats.power_note`).
         """
         return self._add(
             self._judged(
                 claim, "reported", holds, ours, paper, note, estimate, rule, null, subject,
-                control_of,
+                control_of, role=role, groups=groups, pooled=pooled, reference=reference,
+                ceiling=ceiling, paper_value=paper_value, costs=costs,
             )
         )  # fmt: skip
 
@@ -351,24 +485,85 @@ class Claims:
         subject: str | None = None,
         control_of: str | None = None,
         measured: Estimate | None = None,
+        role: str | None = None,
     ) -> Claim:
-        """Record a paper claim this page cannot decide, with the measured reason.
+        """Record a claim this page cannot decide, with the measured reason.
 
         ``note`` says why (e.g. "split-half reliability 0.12 [0.05, 0.20]: no cross-run
         correlation can exceed it"); ``measured``, an estimate behind that reason, is shown
         in ``ours`` (the record's ``interval`` stays null: there is no verdict to judge).
+        Where the reason is a ceiling, prefer :meth:`report` with ``ceiling`` and
+        ``paper_value``: the same rule then also says "does not hold" when it should.
         """
         ours = measured.format(self.digits) if measured is not None else "—"
         return self._add(
             Claim(
                 claim, "reported", None, ours, paper, note, verdict="not testable here",
-                subject=subject, control_of=control_of,
+                subject=subject, control_of=control_of, role=role,
             )
         )  # fmt: skip
 
-    def not_run(self, claim: str, paper: str = "—", note: str = "") -> Claim:
-        """Record a paper claim this profile does not attempt, and why (``note``)."""
-        return self._add(Claim(claim, "not run", None, "—", paper, note or "not run here"))
+    def not_run(
+        self, claim: str, paper: str = "—", note: str = "", *, role: str | None = None
+    ) -> Claim:
+        """Record a claim this profile does not attempt, and why (``note``)."""
+        return self._add(
+            Claim(claim, "not run", None, "—", paper, note or "not run here", role=role)
+        )
+
+    @contextmanager
+    def family(self, name: str) -> Iterator[None]:
+        """Judge the claims recorded inside the block as one family, Holm-corrected.
+
+        Seventeen POS tags or five thresholds are one family: each member's verdict is
+        adjusted (:func:`lmsim.stats.holm` over the one-sided p-values of "holds" and of
+        "does not hold", at the interval's one-sided level), and its record carries
+        ``family`` (name, size, correction, p-value, adjusted p-value, unadjusted and
+        adjusted verdict). A member only loses a verdict ("holds" becomes "inconclusive"
+        when its adjusted p-value is too large), never gains one. An asserted member that
+        no longer holds fails the page at the end of the block.
+
+        Examples
+        --------
+        >>> from lmsim import stats
+        >>> claims = Claims("demo", "01_page")
+        >>> with claims.family("two tags"):
+        ...     for tag, est in {"NOUN": stats.exact(0.2), "VERB": stats.exact(0.1)}.items():
+        ...         _ = claims.report(f"{tag} leans left", estimate=est, rule="> 0", role="paper")
+        >>> [c.family["correction"] for c in claims.records]
+        ['Holm', 'Holm']
+        """
+        if self._family is not None:
+            raise ValueError(f"family {name!r} inside family {self._family['name']!r}: no nesting")
+        self._family = {"name": str(name), "members": {}}
+        try:
+            yield
+            members = self._family["members"]
+        finally:
+            self._family = None
+        self._adjust_family(str(name), members)
+
+    def _adjust_family(self, name: str, members: dict) -> None:
+        index = {c.claim: i for i, c in enumerate(self.records)}
+        named = [c for c in members if c in index and self.records[index[c]].interval is not None]
+        if not named:
+            return
+        rows = [{**members[c], "verdict": self.records[index[c]].verdict} for c in named]
+        failed = []
+        for claim, family in zip(named, adjust_family(rows, name)):
+            old = self.records[index[claim]]
+            mde, power = old.mde, members[claim]["power"]
+            if family["verdict"] == "inconclusive" and mde is None and power is not None:
+                mde = power.to_record()
+            new = replace(old, holds=None, verdict=family["verdict"], family=family, mde=mde)
+            self.records[index[claim]] = new
+            if new.kind == "asserted" and new.verdict != "holds":
+                failed.append(new)
+        if failed and not dry_run():
+            raise AssertionError(
+                f"claims asserted at every profile failed after Holm's correction in family "
+                f"{name!r}: " + "; ".join(_detail(c) for c in failed)
+            )
 
     # ------------------------------------------------------------------ display
     def table(self) -> pd.DataFrame:
@@ -412,76 +607,3 @@ class Claims:
         except ImportError:
             glue = _glue_display
         glue(key, self, display=True)
-
-
-def _glue_display(name: str, variable: Any, display: bool = True) -> None:
-    """``myst_nb.glue(name, variable, display=True)`` without myst-nb (its 1.x format)."""
-    from IPython.core.formatters import format_display_data
-    from IPython.display import display as ipy_display
-
-    mimebundle, metadata = format_display_data(variable)
-    metadata["scrapbook"] = {"name": name, "mime_prefix": ""}
-    ipy_display(mimebundle, raw=True, metadata=metadata)
-
-
-def _verdict_cell(c: Claim) -> str:
-    kind = "" if c.kind in ("reported", "not run") else f"<br><small>{c.kind}</small>"
-    return f"<b>{html.escape(c.verdict)}</b>{kind}"
-
-
-def _ours_cell(c: Claim, digits: int) -> str:
-    main = html.escape(c.ours if c.ours not in (None, "") else "—")
-    if c.interval is None:
-        return main
-    text = (
-        f"{_fmt(c.estimate, digits)} [{_fmt(c.interval[0], digits)}, {_fmt(c.interval[1], digits)}]"
-    )
-    if c.interval[0] == c.interval[1]:
-        text = _fmt(c.estimate, digits)
-    over = "exact" if c.unit == "none" else f"{c.level:.0%} over {c.n} {c.unit}"
-    extra = f"<br><small>{main}</small>" if c.ours and c.ours != text else ""
-    return f"{html.escape(text)}<br><small>{html.escape(over)}</small>{extra}"
-
-
-def _rule_cell(c: Claim, digits: int) -> str:
-    out = html.escape(c.rule or "—")
-    null = c.null or {}
-    if "estimate" in null and null.get("interval"):
-        low, high = null["interval"]
-        out += (
-            f"<br><small>null {_fmt(null['estimate'], digits)} [{_fmt(low, digits)}, "
-            f"{_fmt(high, digits)}]</small>"
-        )
-    elif "p_value" in null:
-        out += f"<br><small>p = {null['p_value']:.3g}</small>"
-    elif "what" in null:
-        out += f"<br><small>{html.escape(str(null['what']))}</small>"
-    return out
-
-
-def claims_html(records: Sequence[Claim], digits: int = 3) -> str:
-    """HTML table: claim (with its note), ours [interval], rule (and null), paper, verdict."""
-    head = "".join(
-        f"<th style='text-align:left'>{h}</th>"
-        for h in ("claim", "ours [interval]", "rule", "paper", "verdict")
-    )
-    body = []
-    for c in records:
-        note = f"<br><small>{html.escape(c.note)}</small>" if c.note else ""
-        subject = f" <small>({html.escape(c.subject)})</small>" if c.subject else ""
-        cells = [
-            f"{html.escape(c.claim)}{subject}{note}",
-            _ours_cell(c, digits),
-            _rule_cell(c, digits),
-            html.escape(c.paper or "—"),
-            _verdict_cell(c),
-        ]
-        body.append(
-            "<tr>"
-            + "".join(f"<td style='text-align:left;vertical-align:top'>{x}</td>" for x in cells)
-            + "</tr>"
-        )
-    return (
-        "<table class='lmsim-claims' style='width:100%;table-layout:auto'>"
-        f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
-    )

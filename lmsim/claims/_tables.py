@@ -11,9 +11,21 @@ from pathlib import Path
 
 import pandas as pd
 
-from lmsim.claims._records import KINDS, MIME_TYPE, PAPER_KINDS, VERDICTS, Claim, _fmt
+from lmsim.claims._display import _fmt, verdict_details
+from lmsim.claims._evidence import COUNTED_ROLE, effective_role
+from lmsim.claims._records import KINDS, MIME_TYPE, PAPER_KINDS, VERDICTS, Claim
 
 _COLUMNS = ["chapter", "page", *(f.name for f in fields(Claim))]
+
+#: The sections of a chapter's ``_results.md``: (title, roles, what the title says).
+SECTIONS = (
+    ("Paper claims", ("paper",), "what the paper says; the chapter's tallies count these"),
+    ("Beyond the paper", ("beyond",), "our own questions; not counted"),
+    ("Method checks", ("method",), "that our method works, whatever their verdict; not counted"),
+    ("Controls and contrasts", ("control", "contrast"), "not counted"),
+)
+#: What the tallies call each group of roles outside ``paper``.
+ROLE_COUNTS = {"beyond": ("beyond",), "method": ("method",), "controls": ("control", "contrast")}
 
 
 def _records_of(nb: dict) -> Iterable[dict]:
@@ -91,13 +103,75 @@ def _is_control(records: pd.DataFrame) -> pd.Series:
     return records["control_of"].notna() & (records["control_of"] != "")
 
 
+def roles(records: pd.DataFrame) -> pd.Series:
+    """Each record's role (:func:`lmsim.claims._evidence.effective_role`: records made
+    before roles count as they did: controls by ``control_of``, sanity as method checks,
+    the rest as paper claims)."""
+    if records.empty:
+        return pd.Series([], index=records.index, dtype=object)
+    return records.apply(lambda row: effective_role(row.to_dict()), axis=1)
+
+
 def chapter_counts(records: pd.DataFrame) -> dict[str, int]:
-    """Paper claims (controls left out) per verdict, plus ``"controls"``: their number."""
-    paper = records[records["kind"].isin(PAPER_KINDS)]
-    controls = _is_control(paper)
-    counts = {v: int((paper.loc[~controls, "verdict"] == v).sum()) for v in VERDICTS}
-    counts["controls"] = int(controls.sum())
+    """The ``paper`` claims per verdict, then how many other records each role has.
+
+    Returns
+    -------
+    dict
+        One count per verdict of :data:`VERDICTS` over the paper claims (sanity
+        identities never count), then ``"beyond"``, ``"method"`` and ``"controls"``
+        (controls and contrasts): the claims of those roles, not counted in the verdicts.
+    """
+    shown = records[records["kind"].isin(PAPER_KINDS)]
+    role = roles(shown)
+    paper = shown[role == COUNTED_ROLE]
+    counts = {v: int((paper["verdict"] == v).sum()) for v in VERDICTS}
+    for name, members in ROLE_COUNTS.items():
+        counts[name] = int(role.isin(members).sum())
     return counts
+
+
+def _verdict_text(row) -> str:
+    reasons = [r for r in (_one_line(row.note), *verdict_details(row)) if r and r != "—"]
+    return f"**{row.verdict}**" + (f" ({'; '.join(reasons)})" if reasons else "")
+
+
+def _table(rows: pd.DataFrame, beside: bool = False) -> list[str]:
+    """Rows of claims; ``beside``: each claim prefixed with its role (control, contrast)."""
+    lines = [
+        "| claim | page | ours [95 % interval] | paper | verdict |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for row, role in zip(rows.itertuples(index=False), roles(rows)):
+        subject = f" ({row.subject})" if isinstance(row.subject, str) and row.subject else ""
+        lines.append(
+            f"| {f'{role}: ' if beside else ''}{_cell(row.claim)}{subject} | "
+            f"{_cell(row.page)} | {_ours_text(row)} | {_cell(row.paper)} | "
+            f"{_verdict_text(row)} |"
+        )
+    return lines
+
+
+def chapter_markdown(records: pd.DataFrame) -> str:
+    """A chapter's ``_results.md``: its claims by role, one table per role.
+
+    Sections (:data:`SECTIONS`), each only when it has records: **Paper claims** (the
+    claims the tallies count), **Beyond the paper**, **Method checks** (whatever their
+    verdict), **Controls and contrasts** (each prefixed with its role). Sanity
+    identities are left out (the pages show them). Each section opens with a line
+    ``**<title>** (<count>; <what it is>)``.
+    """
+    shown = records[records["kind"] != "sanity"]
+    if shown.empty:
+        return "_No claims recorded yet: run `make book`._\n"
+    role = roles(shown)
+    out = []
+    for title, members, what in SECTIONS:
+        rows = shown[role.isin(members)]
+        if len(rows):
+            out += [f"**{title}** ({len(rows)}; {what})", ""]
+            out += _table(rows, beside=title == SECTIONS[-1][0]) + [""]
+    return "\n".join(out)
 
 
 def results_markdown(records: pd.DataFrame, kinds: Iterable[str] = KINDS) -> str:
@@ -134,10 +208,12 @@ def results_markdown(records: pd.DataFrame, kinds: Iterable[str] = KINDS) -> str
 
 
 def failing_markdown(records: pd.DataFrame) -> str:
-    """The paper claims that do not hold (controls left out), one line each: claim,
-    paper, ours with interval, verdict, a one-line reason (the page has the rest)."""
+    """The paper claims that do not hold or hold only for some groups (other roles left
+    out), one line each: claim, paper, ours with interval, verdict, a one-line reason (the
+    page has the rest)."""
     paper = records[records["kind"].isin(("asserted", "reported"))]
-    failing = paper[(paper["verdict"] == "does not hold") & ~_is_control(paper)]
+    paper = paper[roles(paper) == COUNTED_ROLE]
+    failing = paper[paper["verdict"].isin(("does not hold", "heterogeneous"))]
     if failing.empty:
         return ""
     lines = [
@@ -148,13 +224,14 @@ def failing_markdown(records: pd.DataFrame) -> str:
         lines.append(
             f"| {_cell(row.claim)} ({_cell(row.chapter)}/{_cell(row.page)}) | "
             f"{_short(_cell(row.paper), 100)} | {_short(_ours_text(row), 100)} | "
-            f"**{row.verdict}** | {_one_line(row.note)} |"
+            f"**{row.verdict}** | {'; '.join([_one_line(row.note), *verdict_details(row)])} |"
         )
     return "\n".join(lines) + "\n"
 
 
 def overview_markdown(chapters: Sequence[tuple[str, str, pd.DataFrame]]) -> str:
-    """The introduction's results: per chapter the verdict counts, then what does not hold.
+    """The introduction's results: per chapter the paper claims' verdict counts (and the
+    other roles' numbers beside them), then the paper claims that do not hold.
 
     Parameters
     ----------
@@ -167,22 +244,23 @@ def overview_markdown(chapters: Sequence[tuple[str, str, pd.DataFrame]]) -> str:
         if sum(counts.values()):
             rows.append(
                 f"| {{doc}}`{title} </book/{slug}/index>` | "
-                + " | ".join(str(counts[v]) for v in (*VERDICTS, "controls"))
+                + " | ".join(str(counts[v]) for v in (*VERDICTS, *ROLE_COUNTS))
                 + " |"
             )
     if not rows:
         return "_No claim records in the executed pages yet: run `make book`._\n"
     lines = [
-        "| Chapter | hold | do not hold | inconclusive | not testable here | not run | "
-        "zoo controls |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| Chapter | hold | do not hold | heterogeneous | inconclusive | not testable here | "
+        "not run | beyond the paper | method checks | controls and contrasts |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         *rows,
         "",
     ]
     failing = failing_markdown(pd.concat([records for _, _, records in chapters]))
     if failing:
         lines += [
-            "Paper claims that do **not** hold under the profile their page was executed "
+            "Paper claims that do **not** hold (or hold only for some groups) under the "
+            "profile their page was executed "
             "with (the default profile; pages named `_gpu` ran the `gpu` profile on one GPU), "
             "and why (each page explains at length):",
             "",

@@ -40,14 +40,17 @@ def cost_markdown(pages: Mapping[str, dict]) -> str:
 def write_results(manifest: Mapping[str, Any], root: str | Path) -> list[Path]:
     """Write the claim tables the landing pages include, from the executed pages.
 
-    ``book/<slug>/_results.md``: every paper claim of the chapter's executed pages
-    (:func:`lmsim.claims.results_markdown`: ours with its interval, the paper's value, the
-    verdict and why; zoo controls beside the claims about pretrained models).
-    ``book/_results.md``: per chapter the counts of holds / does not hold / inconclusive /
-    not testable here / not run, then every claim that does not hold
+    ``book/<slug>/_results.md``: every claim of the chapter's executed pages by role
+    (:func:`lmsim.claims.chapter_markdown`: the paper claims, then the questions beyond
+    the paper, the method checks and the controls and contrasts, each a table of ours with
+    its interval, the paper's value, the verdict and why).
+    ``book/_results.md``: per chapter the paper claims' counts of holds / does not hold /
+    heterogeneous / inconclusive / not testable here / not run and the other roles'
+    numbers, then every paper claim that does not hold
     (:func:`lmsim.claims.overview_markdown`). Sanity identities are left out of both (they
     hold by construction; the pages show them). Nothing is typed by hand: rerun
-    ``--write-toc`` after executing pages.
+    ``--write-toc`` after executing pages (``tests/test_claims_pages.py`` checks the
+    tallies against the pages).
     """
     from lmsim import claims as claims_mod
 
@@ -60,7 +63,7 @@ def write_results(manifest: Mapping[str, Any], root: str | Path) -> list[Path]:
         pages = {n: json.loads((root / "book" / slug / f"{n}.ipynb").read_text()) for n in names}
         records = claims_mod.collect(pages.values())
         path = root / "book" / slug / "_results.md"
-        path.write_text(header + claims_mod.results_markdown(records, claims_mod.PAPER_KINDS))
+        path.write_text(header + claims_mod.chapter_markdown(records))
         costs = root / "book" / slug / "_costs.md"
         costs.write_text(header + cost_markdown(pages))
         written += [path, costs]

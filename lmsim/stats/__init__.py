@@ -18,18 +18,47 @@ Draw order (so that a naive loop reproduces every interval): draw ``b`` of
 ``seeds="resample"``); :func:`permutation_test` draws ``rng.permutation(n_a + n_b)``
 (unpaired) or ``rng.random(n) < 0.5`` (paired swaps); :func:`chance_floor` draws X then Y
 (``rng.standard_normal``, then the rotation of each when ``rotate``); :func:`shuffled_floor`
-draws ``rng.permutation(n)``.
+draws ``rng.permutation(n)``; :func:`hierarchical_bootstrap`, :func:`cross_fitted_correlation`
+and :func:`pipeline_null` document theirs.
+
+The designs behind the intervals (``docs/design.md``, "Evidence designs"; the checklist
+``EVIDENCE.md``):
+
+- the independent unit: :func:`hierarchical_bootstrap` (models, then layers; tasks as
+  strata, then the examples that enter several pairs, as one unit each);
+- a same-text comparison of two runs: :func:`cross_fitted_correlation` (disjoint halves,
+  and the split-half reliabilities of the same halves as its real ceiling);
+- equivalence: :func:`tost` and :func:`margin_bounds` ("within ±m", "no worse than m",
+  "stable"; absolute or relative margins);
+- nulls through the page's own pipeline at its own size: :func:`pipeline_null`;
+- power: :func:`power_note` (the smallest effect detected with 80 % power and what would
+  settle an inconclusive claim, from the variance components);
+- families of claims: :func:`holm` and :func:`one_sided_p`.
 
 References
 ----------
 Efron & Tibshirani (1993), *An Introduction to the Bootstrap*, ch. 13 (percentile
 intervals), ch. 15 (permutation tests). Spearman (1910), Brown (1910): the Spearman-Brown
 prophecy formula. Abramowitz & Stegun (1964), 26.7.3-26.7.4 (Student's t distribution for
-integer degrees of freedom).
+integer degrees of freedom). Davison & Hinkley (1997), §3.8 (hierarchical data). Schuirmann
+(1987) (two one-sided tests). Holm (1979) (step-down multiple testing). Spearman (1904)
+(attenuation).
 """
 
+from lmsim.stats._crossfit import CrossFit, cross_fitted_correlation
+from lmsim.stats._equivalence import Equivalence, margin_bounds, tost
 from lmsim.stats._estimate import Estimate, Test, exact
 from lmsim.stats._floors import chance_floor, shuffled_floor
+from lmsim.stats._hierarchical import hierarchical_bootstrap
+from lmsim.stats._nulls import Null, pipeline_null
+from lmsim.stats._power import (
+    Power,
+    holm,
+    normal_quantile,
+    one_sided_p,
+    power_note,
+    standard_error,
+)
 from lmsim.stats._reliability import (
     seed_summary,
     spearman_brown,
@@ -53,4 +82,18 @@ __all__ = [
     "seed_summary",
     "t_quantile",
     "with_seed_spread",
+    "hierarchical_bootstrap",
+    "CrossFit",
+    "cross_fitted_correlation",
+    "Equivalence",
+    "margin_bounds",
+    "tost",
+    "Null",
+    "pipeline_null",
+    "Power",
+    "power_note",
+    "standard_error",
+    "normal_quantile",
+    "one_sided_p",
+    "holm",
 ]

@@ -35,6 +35,14 @@ class Estimate:
         Small per-unit values worth showing (one per seed), else None.
     draws : ndarray or None
         The resampled or null statistics (not part of the record).
+    components : tuple of (str, float, int) or None
+        The variance components behind the interval, where more than one unit varies:
+        (unit, its part of the standard error, how many), e.g. test examples and seeds
+        (:func:`lmsim.stats.with_seed_spread`). :func:`lmsim.stats.power_note` reads them
+        to say what would settle an inconclusive claim.
+    df : int or None
+        The degrees of freedom of a Student t interval (:func:`lmsim.stats.seed_summary`,
+        :func:`lmsim.stats.with_seed_spread`); None for a percentile or normal interval.
     """
 
     estimate: float
@@ -47,6 +55,8 @@ class Estimate:
     sd: float | None = None
     values: tuple[float, ...] | None = None
     draws: np.ndarray | None = field(default=None, repr=False, compare=False)
+    components: tuple[tuple[str, float, int], ...] | None = field(default=None, repr=False)
+    df: int | None = field(default=None, repr=False)
 
     def __post_init__(self):
         for name in ("estimate", "low", "high"):

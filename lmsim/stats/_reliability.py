@@ -240,6 +240,7 @@ def seed_summary(values, *, level: float = 0.95, unit: str = "seeds") -> Estimat
         f"t interval over {len(values)} {unit}",
         sd=sd,
         values=tuple(values),
+        df=len(values) - 1,
     )
 
 
@@ -316,4 +317,9 @@ def with_seed_spread(
         f"combined with the SD over {n_seeds} {seeds_unit}",
         sd=se,
         values=tuple(values),
+        components=(
+            (over_units.unit, float(over_units.sd), int(over_units.n or 1)),
+            (seeds_unit, math.sqrt(seed_var), n_seeds),
+        ),
+        df=df,
     )
