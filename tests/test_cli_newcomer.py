@@ -86,10 +86,11 @@ def test_help_of_every_command_does_not_import_torch():
 
 def test_help_catalog_is_current():
     """--help lists measures and merge methods from lmsim.cli._catalog; regenerate it with
-    `python -m lmsim.cli._catalog --write` after changing lmsim.metrics or lmsim.merge."""
-    from lmsim.cli._catalog import CATALOG, live
+    `python -m lmsim.cli._catalog_build` after changing lmsim.metrics or lmsim.merge."""
+    from lmsim.cli._catalog import CATALOG
+    from lmsim.cli._catalog_build import live
 
-    assert CATALOG == live(), "run: python -m lmsim.cli._catalog --write"
+    assert CATALOG == live(), "run: python -m lmsim.cli._catalog_build"
 
 
 # ---------------------------------------------------------------------- errors

@@ -456,15 +456,8 @@ def test_readme_library_example_runs():
 # lower rows, or from its own package (lmsim.zoo.*, lmsim.metrics.*). Lazy imports inside
 # functions count too.
 LAYERS = [
-    ["lmsim._dryrun"],
-    [
-        "lmsim._cache",
-        "lmsim._io",
-        "lmsim._runtime",
-        "lmsim.blocks",
-        "lmsim._checks",
-        "lmsim._names",
-    ],
+    ["lmsim._dryrun", "lmsim._names"],
+    ["lmsim._cache", "lmsim._io", "lmsim._runtime", "lmsim.blocks", "lmsim._checks"],
     ["lmsim.stats"],
     ["lmsim.claims", "lmsim.tasks", "lmsim._threads", "lmsim._packages", "lmsim.encoding"],
     ["lmsim.moments"],

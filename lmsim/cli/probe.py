@@ -6,6 +6,10 @@ dep``) from the model's word activations (:func:`lmsim.probe.word_activations`, 
 requested layers concatenated), beside three baselines: the majority class, the control
 task of Hewitt & Liang (random labels per word type, same probe; selectivity = accuracy −
 control accuracy) and the word-identity lookup (:func:`lmsim.probe.lexical_baseline`).
+The words and labels come from a CoNLL-U treebank (``--conllu``), a corpus lmsim reads
+(``--corpus ptb``: spaCy's silver tags, :func:`lmsim.data.annotation.load_sentences`;
+``--corpus brown``: the gold Brown tags mapped to UPOS, :mod:`lmsim.data.brown`) or a
+``word<TAB>label`` file (``--tsv``, any tag set).
 With ``--cluster-threshold τ`` the neurons are clustered by correlation
 (:func:`lmsim.cluster.cluster_neurons`, distance ``1 − |r|`` on the training words), one
 neuron per cluster is kept (:func:`lmsim.cluster.representatives`) and a probe on the kept
