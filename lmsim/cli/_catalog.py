@@ -43,6 +43,10 @@ CATALOG = {
         "pwcca": "pwcca",
         "neuronsim": "neuronsim",
         "mixedsim": "mixedsim",
+        "procrustes": "procrustes",
+        "debiased_cka": "debiased_cka",
+        "rbf_cka": "rbf_cka",
+        "rsa": "rsa",
     },
     "similarity_paper_variants": ["svcca", "pwcca"],
 }
