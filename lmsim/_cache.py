@@ -13,6 +13,23 @@ def cache_root() -> Path:
     return Path(os.environ.get("LMSIM_CACHE", Path.home() / ".cache" / "lmsim"))
 
 
+def check_name(name, what: str) -> str:
+    """``name`` when it is one plain folder or file name, else a ``ValueError`` naming
+    ``what`` it is for (a profile, a run): no ``..``, no separator, nothing absolute."""
+    if (
+        not isinstance(name, str)
+        or name in ("", ".", "..")
+        or "/" in name
+        or "\\" in name
+        or "\x00" in name
+    ):
+        raise ValueError(
+            f"{what} must be a plain folder name (letters, digits, '-', '_', '.'; no '/' or "
+            f"'..'), got {name!r}"
+        )
+    return name
+
+
 def cache_dir(*parts: str) -> Path:
     """Return (and create) a folder under the lmsim cache.
 
@@ -29,12 +46,17 @@ def cache_dir(*parts: str) -> Path:
 
     Raises
     ------
+    ValueError
+        A part that is not one plain folder name (empty, ``.``, ``..``, absolute or holding
+        a path separator): nothing may reach outside the cache.
     NotADirectoryError, PermissionError
         The root is a file, or the folder is missing and cannot be created; the message
         names ``LMSIM_CACHE`` and the fix.
     """
     from lmsim._dryrun import dry_run
 
+    for part in parts:
+        check_name(part, "a cache folder")
     from_env = "LMSIM_CACHE" in os.environ
     root = cache_root()
     if dry_run() and parts[:1] != ("zoo",):

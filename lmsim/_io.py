@@ -11,6 +11,12 @@ marker records the size and sha256 of every file (:func:`file_record`). Readers 
 the entry against it (:func:`entry_status`); a cache lookup (:func:`open_entry`) moves a
 corrupt *lmsim* entry aside (:func:`move_aside`, numbered ``.corrupt`` copies that never
 overwrite each other) and recomputes it, and refuses to touch anything without the marker.
+
+A marker ties itself to its entry: it names the entry (``"entry"``: the folder's or file's
+name, the content key it was computed for), lists every file the entry holds by a relative
+path inside it (a file entry: the file itself), and, when written during a run of
+``python -m lmsim.reproduce``, that run's id (``"run"``, :data:`RUN_ENV`). The only
+deletion of an entry, :func:`remove_entry`, requires all of it.
 """
 
 from __future__ import annotations
@@ -41,6 +47,8 @@ __all__ = [
     "open_entry",
     "verify_entry",
     "move_aside",
+    "remove_entry",
+    "unlisted_files",
     "read_utf8",
     "utf8_lines",
 ]
@@ -48,6 +56,9 @@ __all__ = [
 #: The ownership marker of a folder entry; a file entry's is ``<file>`` + :data:`SIDECAR`.
 MARKER = "lmsim_entry.json"
 SIDECAR = ".lmsim.json"
+#: The environment variable holding the id of the ``python -m lmsim.reproduce`` run whose
+#: kernels write entries; recorded in each marker, so the runner releases only its own.
+RUN_ENV = "LMSIM_RUN_ID"
 _KIND = "lmsim cache entry"
 _WRITABLE_HINT = (
     "lmsim keeps its caches under $LMSIM_CACHE (default ~/.cache/lmsim): set LMSIM_CACHE "
@@ -218,9 +229,22 @@ class entry_dir(atomic_dir):
                 for p in sorted(self.tmp.rglob("*"))
                 if p.is_file() and p.name != MARKER
             }
-            marker = {"lmsim": _KIND, "state": "complete", "files": files, **self.facts}
+            marker = {
+                "lmsim": _KIND,
+                "state": "complete",
+                "files": files,
+                **_owner(self.path),
+                **self.facts,
+            }
             (self.tmp / MARKER).write_text(json.dumps(marker, indent=1, default=str))
         return super().__exit__(exc_type, exc, tb)
+
+
+def _owner(path: Path) -> dict:
+    """What ties a marker to its entry: the entry's name (its content key) and the id of the
+    runner's run that wrote it, when one did (:data:`RUN_ENV`)."""
+    run = os.environ.get(RUN_ENV)
+    return {"entry": Path(path).name, **({"run": run} if run else {})}
 
 
 def _sidecar(path: Path) -> Path:
@@ -234,6 +258,7 @@ def write_entry_file(path: Path, write: Callable[[Path], None], facts: dict | No
     write_json_atomic(_sidecar(path), {"lmsim": _KIND, "state": "writing"})
     write_atomic(path, write)
     marker = {"lmsim": _KIND, "state": "complete", "files": {path.name: file_record(path)}}
+    marker.update(_owner(path))
     write_json_atomic(_sidecar(path), {**marker, **(facts or {})}, indent=1, default=str)
 
 
@@ -242,19 +267,65 @@ def _entry_marker(path: Path) -> tuple[Path, Path]:
     return (path / MARKER, path) if path.is_dir() else (_sidecar(path), path.parent)
 
 
+def _bad_relative(rel) -> bool:
+    """Whether a marker's file path is not a plain relative path inside its entry."""
+    if not isinstance(rel, str) or not rel or "\\" in rel or "\x00" in rel:
+        return True
+    parts = rel.split("/")
+    return rel.startswith("/") or any(part in ("", ".", "..") for part in parts)
+
+
+def _walk_files(folder: Path) -> Iterator[tuple[str, Path]]:
+    """``(relative posix path, path)`` of everything in ``folder`` that is not a folder of
+    its own (files, links, links to folders), without following links."""
+    for top, dirs, files in os.walk(folder, followlinks=False):
+        base = Path(top)
+        for name in sorted(files):
+            yield (base / name).relative_to(folder).as_posix(), base / name
+        for name in sorted(dirs):
+            if (base / name).is_symlink():
+                yield (base / name).relative_to(folder).as_posix(), base / name
+
+
+def unlisted_files(path: Path) -> list[str]:
+    """What a folder entry holds beyond the files its marker lists (relative paths: files a
+    user put there, links); empty for a file entry or an unreadable marker."""
+    path = Path(path)
+    if not path.is_dir() or path.is_symlink():
+        return []
+    try:
+        files = json.loads((path / MARKER).read_text()).get("files")
+    except (OSError, ValueError, AttributeError):
+        return []
+    listed = set(files) if isinstance(files, dict) else set()
+    return [
+        rel
+        for rel, file in _walk_files(path)
+        if rel != MARKER and (rel not in listed or file.is_symlink())
+    ]
+
+
 def entry_status(path: Path) -> tuple[str, str]:
     """Whether ``path`` (a folder or a file) is a whole lmsim cache entry.
 
     Returns
     -------
     status : {"absent", "whole", "corrupt", "foreign"}
-        ``"foreign"``: it exists without lmsim's marker (not lmsim's, or written before
-        markers existed); ``"corrupt"``: the marker is there but unreadable or unfinished,
-        or a file is missing or differs from its recorded size or sha256.
+        ``"foreign"``: it exists without a marker of its own (not lmsim's, written before
+        markers existed, or a marker copied from another entry: one that names another
+        entry, or a file entry's marker that lists another file); ``"corrupt"``: the marker
+        is there but unreadable or unfinished, lists no file, a path outside the entry, or
+        a file that is missing or differs from its recorded size or sha256, or the folder
+        holds files its marker does not list.
     detail : str
         What is wrong, naming the file (empty when whole or absent).
     """
-    path = Path(path)
+    return _status(Path(path), Path(path).name)
+
+
+def _status(path: Path, name: str) -> tuple[str, str]:
+    """:func:`entry_status` of ``path`` as the entry ``name`` (its own name, or the one it
+    had before :func:`remove_entry` renamed it)."""
     if not path.exists():
         return "absent", ""
     marker, base = _entry_marker(path)
@@ -266,18 +337,46 @@ def entry_status(path: Path) -> tuple[str, str]:
             raise ValueError("not an lmsim entry marker")
     except (OSError, ValueError) as err:
         return "corrupt", f"{marker} is unreadable ({type(err).__name__}: {err})"
+    named = data.get("entry")
+    if named is not None and named != name:
+        return "foreign", (
+            f"{str(path)!r} has a marker ({marker.name}) written for the entry {named!r}, "
+            "not for it (a copy)"
+        )
     files = data.get("files")
     if data.get("state") != "complete" or not isinstance(files, dict):
         return "corrupt", f"{path} was never finished (its {marker.name} records no files)"
+    if path.is_file() and set(files) != {name}:
+        return "foreign", (
+            f"{str(path)!r} has a marker ({marker.name}) that lists "
+            f"{sorted(map(str, files))}, not this file"
+        )
+    if not files:
+        return "corrupt", f"{marker} lists no files: it verifies nothing"
+    outside = [rel for rel in files if _bad_relative(rel)]
+    if outside:
+        return "corrupt", f"{marker} lists {outside[0]!r}, which is not a path inside the entry"
     for rel, record in files.items():
         file = base / rel
-        if not file.is_file():
-            return "corrupt", f"{file} is missing"
+        if file.is_symlink() or not file.is_file():
+            return "corrupt", f"{file} is missing" + (" (a link)" if file.is_symlink() else "")
         try:
             check_record(file, record if isinstance(record, dict) else {"size": None})
         except (OSError, ValueError) as err:
             return "corrupt", str(err)
+    extra = unlisted_files(path)
+    if extra:
+        return "corrupt", (
+            f"{path} holds {len(extra)} file(s) its {marker.name} does not list "
+            f"({', '.join(extra[:3])}{', ...' if len(extra) > 3 else ''})"
+        )
     return "whole", ""
+
+
+def _has_marker(path: Path) -> bool:
+    """Whether ``path`` carries a marker file at all (its own or a copied one)."""
+    marker, _ = _entry_marker(path)
+    return marker.is_file() or marker.is_symlink()
 
 
 def entry_facts(path: Path) -> dict:
@@ -319,6 +418,7 @@ def _adopt(path: Path) -> None:
         "state": "complete",
         "adopted": True,
         "files": {p.relative_to(base).as_posix(): file_record(p) for p in files},
+        "entry": path.name,
     }
     with contextlib.suppress(OSError):
         write_json_atomic(marker, record, indent=1)
@@ -357,7 +457,7 @@ def open_entry(
     """
     path = Path(path)
     status, detail = entry_status(path)
-    if status == "foreign" and legacy is not None:
+    if status == "foreign" and legacy is not None and not _has_marker(path):
         try:
             problem = _legacy_problem(path, legacy)
         except LookupError:
@@ -393,7 +493,7 @@ def verify_entry(path: Path, what: str, legacy: Callable[[Path], dict | None] | 
         A corrupt entry; the message names the file and what differs.
     """
     status, detail = entry_status(path)
-    if status == "foreign" and legacy is not None:
+    if status == "foreign" and legacy is not None and not _has_marker(Path(path)):
         try:
             problem = _legacy_problem(Path(path), legacy)
         except LookupError:
@@ -408,13 +508,19 @@ def verify_entry(path: Path, what: str, legacy: Callable[[Path], dict | None] | 
         raise ValueError(f"{what} at {str(path)!r} is damaged: {detail}")
 
 
+def _taken(path: Path) -> bool:
+    """Whether a name is in use, a dangling link included."""
+    return os.path.lexists(path)
+
+
 def _free_aside(path: Path) -> Path:
-    """``<name>.corrupt``, else the first free ``<name>.corrupt.<k>``."""
+    """``<name>.corrupt``, else the first free ``<name>.corrupt.<k>`` (a name held by
+    anything, a dangling link included, is not free)."""
     first = path.with_name(path.name + ".corrupt")
-    if not first.exists() and not first.is_symlink():
+    if not _taken(first):
         return first
     k = 1
-    while path.with_name(f"{path.name}.corrupt.{k}").exists():
+    while _taken(path.with_name(f"{path.name}.corrupt.{k}")):
         k += 1
     return path.with_name(f"{path.name}.corrupt.{k}")
 
@@ -428,7 +534,9 @@ def move_aside(
     its manifest): a folder without lmsim's marker is refused unless ``owned`` (the caller
     recognised an entry written before markers existed by its old facts file).
     An earlier ``.corrupt`` copy is never overwritten: later ones are numbered
-    ``<name>.corrupt.1``, ``.2``, ... A file entry's marker moves with it.
+    ``<name>.corrupt.1``, ``.2``, ... (a name held by anything, even a dangling link, is
+    skipped). A file entry's marker moves with it. The warning says where it went only
+    once it is there.
 
     Parameters
     ----------
@@ -448,11 +556,19 @@ def move_aside(
     ------
     ValueError
         A folder that is not lmsim's, or a corrupt entry that cannot be moved (a read-only
-        cache); the message names it and the problem.
+        cache, or no free name); the message names it and the problem.
     """
     path = Path(path)
     if path.is_dir() and not (owned or (path / MARKER).is_file()):
         raise ValueError(f"refusing to move {str(path)!r} aside: it is not an lmsim cache entry")
+
+    def cannot(why: str) -> ValueError:
+        return ValueError(
+            f"corrupt cache entry {path}: {reason}; it cannot be moved aside ({why}); "
+            f"{_WRITABLE_HINT}"
+        )
+
+    moved = gone = False
     for _attempt in range(100):
         aside = _free_aside(path)
         try:
@@ -461,23 +577,33 @@ def move_aside(
             else:
                 os.link(path, aside)  # fails when ``aside`` exists: never overwrites it
                 os.unlink(path)
+            moved = True
             break
         except FileNotFoundError:
-            break  # another process moved it first
-        except (FileExistsError, IsADirectoryError):
+            if not os.path.lexists(path):
+                gone = True  # another process moved it first
+                break
+            continue  # ``aside`` vanished meanwhile: try again
+        except (FileExistsError, IsADirectoryError, NotADirectoryError):
             continue  # taken meanwhile by another process: the next number
         except OSError as err:
-            if err.errno in (errno.EEXIST, errno.ENOTEMPTY):
+            if err.errno in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR):
                 continue
             if err.errno in (errno.EPERM, errno.EXDEV, errno.EMLINK) and path.is_file():
-                if not aside.exists():  # no hard links here: a plain rename
+                if not _taken(aside):  # no hard links here: a plain rename
                     os.replace(path, aside)
+                    moved = True
                     break
                 continue
-            raise ValueError(
-                f"corrupt cache entry {path}: {reason}; it cannot be moved aside "
-                f"({type(err).__name__}: {err}); {_WRITABLE_HINT}"
-            ) from None
+            raise cannot(f"{type(err).__name__}: {err}") from None
+    if not (moved or gone):
+        raise cannot(f"no free name {path.name}.corrupt.<k> after 100 tries")
+    if gone:
+        warnings.warn(
+            f"corrupt cache entry {path}: {reason}; another process moved it away first, {then}",
+            stacklevel=stacklevel,
+        )
+        return aside
     sidecar = _sidecar(path)
     if sidecar.is_file():
         with contextlib.suppress(OSError):
@@ -487,6 +613,62 @@ def move_aside(
         stacklevel=stacklevel,
     )
     return aside
+
+
+# ------------------------------------------------------------------------- removal
+def remove_entry(path: Path, run: str | None = None) -> int:
+    """Delete a whole lmsim cache entry that is provably lmsim's and return its bytes.
+
+    The entry must be whole (:func:`entry_status`: its marker names it, lists every file it
+    holds by a path inside it, and each file matches its record), not a link, and with
+    ``run`` given, its marker must record that run's id (:data:`RUN_ENV`): an entry another
+    run, a user or an older lmsim wrote is never removed. A folder is first renamed to a
+    private name and checked again there, so a folder swapped in meanwhile is put back,
+    not deleted.
+
+    Raises
+    ------
+    PermissionError
+        It is not such an entry; the message names it and why (nothing was deleted).
+    """
+    path = Path(path)
+    reason = _not_removable(path, run, path.name)
+    if reason:
+        raise PermissionError(f"not removing {str(path)!r}: {reason}")
+    if path.is_dir():
+        hidden = path.with_name(f".{path.name}.removing{os.getpid()}-{threading.get_ident()}")
+        os.rename(path, hidden)
+        reason = _not_removable(hidden, run, path.name)
+        if reason:  # changed between the check and the rename: put it back
+            with contextlib.suppress(OSError):
+                os.rename(hidden, path)
+            raise PermissionError(f"not removing {str(path)!r}: {reason}")
+        size = sum(f.stat().st_size for _, f in _walk_files(hidden) if f.is_file())
+        shutil.rmtree(hidden)
+        return size
+    size = path.stat().st_size
+    path.unlink()
+    _sidecar(path).unlink(missing_ok=True)
+    return size
+
+
+def _not_removable(path: Path, run: str | None, name: str) -> str | None:
+    """Why ``path`` (an entry named ``name``) must not be removed, or None."""
+    if path.is_symlink():
+        return "it is a link"
+    marker, _ = _entry_marker(path)
+    try:
+        data = json.loads(marker.read_text())
+    except (OSError, ValueError):
+        return "it carries no readable lmsim marker"
+    if not isinstance(data, dict) or data.get("entry", name) != name:
+        return "its marker was written for another entry"
+    if run is not None and data.get("run") != run:
+        return "this run did not write it"
+    status, detail = _status(path, name)
+    if status != "whole":
+        return f"it is not a whole lmsim entry ({detail})"
+    return None
 
 
 # ---------------------------------------------------------------------------- text files

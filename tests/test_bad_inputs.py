@@ -551,6 +551,10 @@ CASES = [
      CLIError, r"exit 2: error: --machine: unknown key 'ram'; known: \["),
     ("runner", "plan-machine-not-pairs", lambda c: c.cli("--plan", "--machine", "big"),
      CLIError, r"exit 2: error: --machine 'big': expected a YAML/JSON file or key=value pairs"),
+    ("runner", "plan-machine-negative-disk", lambda c: c.cli("--plan", "--machine", "disk_gb=-5"),
+     CLIError, r"exit 2: error: --machine: disk_gb='-5' must be a finite number > 0"),
+    ("runner", "plan-machine-infinite-ram", lambda c: c.cli("--plan", "--machine", "ram_gb=inf"),
+     CLIError, r"exit 2: error: --machine: ram_gb='inf' must be a finite number > 0"),
     ("runner", "plan-page-without-estimator", lambda c: c.cli("--plan"),
      CLIError, r"exit 2: error: no resource estimator for \w+/\w+: add one to lmsim/reproduce/_estimates/"),
     ("runner", "slug-unknown", lambda c: c.cli("--only", "nope"),
@@ -663,6 +667,10 @@ CASES = [
      r"never moves or deletes what it did not write"),
     ("caches", "load-two-tower-of-a-plain-folder", lambda c: twotower.load_two_tower(c.tmp),
      FileNotFoundError, r"has no lmsim marker .*it is not a finished two-tower run"),
+    ("caches", "load-two-tower-of-another-lmsim-entry",
+     lambda c: twotower.load_two_tower(models.model_dir("tiny-bert")),
+     FileNotFoundError, r"tiny-bert' is an lmsim cache entry without run\.json and weights\.pt: "
+     r"it is not a finished two-tower run"),
     ("caches", "grams-truncated", lambda c: load_grams(_stats_file(c, "grams", 60)),
      ValueError, r"grams\.safetensors' is not a readable grams file \(SafetensorError: .*\); it is "
      r"truncated or not safetensors"),

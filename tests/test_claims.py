@@ -161,13 +161,36 @@ def test_the_older_positional_calls_still_work():
     assert claims.records[0].paper == "0.6 (Fig. 1)" and claims.records[0].note == "a note"
 
 
-def test_recording_a_claim_twice_keeps_the_last():
+def test_a_claim_text_recorded_again_with_another_result_is_refused():
+    """Issue 46, item 7: the later record silently replaced the earlier one. The same
+    record again (a cell run twice) is one record; another result under the same text
+    raises, naming both."""
     claims = cl.Claims("demo", "p")
     claims.report("same", True, ours="1")
-    claims.report("same", estimate=_est(-1, -2, -0.5), rule="> 0")
-    assert [(c.verdict, c.ours) for c in claims.records] == [
-        ("does not hold", "-1.000 [-2.000, -0.500]")
-    ]
+    claims.report("same", True, ours="1")
+    assert [(c.claim, c.verdict) for c in claims.records] == [("same", "holds")]
+    with pytest.raises(ValueError, match=r"'same' is already recorded .*holds: 1.*does not hold"):
+        claims.report("same", estimate=_est(-1, -2, -0.5), rule="> 0")
+    assert [(c.verdict, c.ours) for c in claims.records] == [("holds", "1")]
+
+
+@pytest.mark.parametrize("value", [float("nan"), "False", "no", 0.0, 1, [True]])
+def test_a_verdict_is_a_boolean_not_the_truthiness_of_a_value(value):
+    """Issue 46, item 7: `sanity(..., np.nan)` and `holds='False'` recorded "holds"."""
+    import numpy as np
+    import torch
+
+    claims = cl.Claims("demo", "p")
+    with pytest.raises(ValueError, match=r"`condition` must be True or False"):
+        claims.sanity("an identity", value)
+    with pytest.raises(ValueError, match=r"`holds` must be True or False"):
+        claims.report("a finding", holds=value)
+    with pytest.raises(ValueError, match=r"`condition` must be True or False"):
+        claims.check("a claim", value)
+    assert claims.records == []
+    for ok in (np.bool_(True), torch.tensor(True), np.array(True)):
+        claims.sanity(f"holds as {type(ok).__name__}", ok)
+    assert [c.verdict for c in claims.records] == ["holds"] * 3
 
 
 def test_display_is_five_columns_and_carries_the_records():

@@ -155,6 +155,34 @@ def _merge_config(files, text: str) -> Path:
     return path
 
 
+def _text_file(files, name: str, text: str) -> Path:
+    path = files["root"] / name
+    path.write_text(text)
+    return path
+
+
+class _Planted:
+    """Pickles to a call of ``Path.write_text``: code that would run on unpickling."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.write_text, (self.marker, "pwned"))
+
+
+def _planted(files) -> Path:
+    """A copy of the first classifier whose weights are a pickle carrying code."""
+    import shutil
+
+    folder = files["root"] / "planted"
+    if not folder.exists():
+        shutil.copytree(files["clf"][0], folder)
+        (folder / "model.safetensors").unlink()
+        torch.save({"weight": _Planted(files["root"] / "pwned")}, folder / "pytorch_model.bin")
+    return folder
+
+
 BAD = [
     ("unknown-command", lambda f: ["similarityy"], "unknown command 'similarityy'"),
     (
@@ -238,6 +266,79 @@ BAD = [
         "not valid YAML",
     ),
     (
+        "merge-parameter-of-the-wrong-type",
+        lambda f: [
+            "merge",
+            _merge_config(
+                f,
+                f"merge_method: regmean\nmodels:\n  - model: {f['clf'][0]}\n    data: {f['texts']}\n"
+                f"  - model: {f['clf'][1]}\n    data: {f['texts']}\nparameters: {{alpha: high}}\n",
+            ),
+            "--out",
+            f["root"] / "merged-bad",
+        ],
+        "parameter `alpha` must be a finite number, got 'high' (str)",
+    ),
+    (
+        "merge-parameter-out-of-range",
+        lambda f: [
+            "merge",
+            _merge_config(
+                f,
+                f"merge_method: ties\nbase_model: {f['clf'][0]}\n"
+                f"models: [{f['clf'][0]}, {f['clf'][1]}]\nparameters: {{density: 1.5}}\n",
+            ),
+            "--out",
+            f["root"] / "merged-bad",
+        ],
+        "parameters: `density` must be in (0, 1]",
+    ),
+    (
+        "merge-out-is-an-input-model",
+        lambda f: [
+            "merge",
+            _merge_config(f, f"merge_method: simple\nmodels: [{f['clf'][0]}, {f['clf'][1]}]\n"),
+            "--out",
+            f["clf"][1],
+            "--force",
+        ],
+        "is the folder of the input model",
+    ),
+    (
+        "merge-out-holds-files",
+        lambda f: [
+            "merge",
+            _merge_config(f, f"merge_method: simple\nmodels: [{f['clf'][0]}, {f['clf'][1]}]\n"),
+            "--out",
+            f["root"],
+        ],
+        "exists and holds",
+    ),
+    (
+        "merge-a-planted-pickle",
+        lambda f: [
+            "merge",
+            _merge_config(f, f"merge_method: simple\nmodels: [{_planted(f)}, {f['clf'][1]}]\n"),
+            "--out",
+            f["root"] / "merged-planted",
+        ],
+        "its pickled weights (pytorch_model.bin) hold more than tensors and were refused",
+    ),
+    (
+        "grams-pair-names-the-file-line",
+        lambda f: [
+            "grams",
+            f["clf"][0],
+            "--data",
+            _text_file(f, "pairs.txt", "\n\na b\tc d\n\none text only\n"),
+            "--kind",
+            "pair",
+            "--out",
+            f["root"] / "p.grams.safetensors",
+        ],
+        "pairs.txt' line 5: --kind pair needs two texts separated by one tab",
+    ),
+    (
         "probe-dev-without-test",
         lambda f: (
             ["probe", "tiny-bert", "--conllu", f["conllu"], "--dev", f["conllu"]]
@@ -256,6 +357,46 @@ def test_bad_input_is_one_line_and_exit_status_2(capsys, files, argv, message):
     last = err.rstrip("\n").split("\n")[-1]
     assert last.startswith("lmsim") and ": error: " in last and message in last, err
     assert err.count("error") == 1 and "Traceback" not in err, err
+    assert not (files["root"] / "pwned").exists(), "a planted pickle ran its code"
+
+
+def test_merge_checks_its_config_and_out_before_loading_anything(capsys, files, monkeypatch):
+    """Issue 46, items 1 and 10: a parameter of the wrong type was found only after the
+    models were loaded and their Grams collected; `--out` wrote over an existing folder,
+    an input model's included. Both are refused before any model is loaded, and nothing
+    in those folders changes; --force writes into a folder that is not an input's."""
+    import lmsim.models
+
+    def no_loading(*args, **kwargs):
+        raise AssertionError("a model was loaded before the config and --out were checked")
+
+    monkeypatch.setattr(lmsim.models, "load_model", no_loading)
+    clf0, clf1 = files["clf"]
+    data = files["texts"]
+    config = _merge_config(
+        files,
+        f"merge_method: regmean\nmodels:\n  - model: {clf0}\n    data: {data}\n"
+        f"  - model: {clf1}\n    data: {data}\nparameters: {{alpha: 1.5}}\n",
+    )
+    status, _, err = run_cli(capsys, "merge", config, "--out", files["root"] / "m-new")
+    assert status == 2 and "`alpha` must be in [0, 1]" in err
+    assert not (files["root"] / "m-new").exists()
+    config.write_text(f"merge_method: simple\nmodels: [{clf0}, {clf1}]\n")
+    before = {p.name: p.read_bytes() for p in clf0.iterdir()}
+    for extra in ([], ["--force"]):
+        status, _, err = run_cli(capsys, "merge", config, "--out", clf0, *extra)
+        assert status == 2 and "is the folder of the input model" in err
+    assert {p.name: p.read_bytes() for p in clf0.iterdir()} == before
+    mine = files["root"] / "my-folder"
+    mine.mkdir(exist_ok=True)
+    (mine / "config.json").write_text('{"mine": true}')
+    status, _, err = run_cli(capsys, "merge", config, "--out", mine)
+    assert status == 2 and "exists and holds 1 file(s) (config.json)" in err and "--force" in err
+    assert (mine / "config.json").read_text() == '{"mine": true}'
+    monkeypatch.undo()
+    status, _, err = run_cli(capsys, "merge", config, "--out", mine, "--force", "--quiet")
+    assert status == 0, err
+    assert json.loads((mine / "config.json").read_text())["model_type"] == "bert"
 
 
 # ---------------------------------------------------------------------- extract, similarity

@@ -123,3 +123,78 @@ def test_the_installed_tweets():
     assert len(other.train[1]) + len(other.test[1]) == 11601
     assert all("@united" not in t.lower() for t in other.train[0])
     assert load_task("tweets-other", seed=1).train[0] != other.train[0]  # seeded split
+
+
+def _zip_of(path, members: dict) -> str:
+    with zipfile.ZipFile(path, "w") as z:
+        for name, data in members.items():
+            z.writestr(name, data)
+    return path
+
+
+def test_damaged_or_malformed_sentiment_files_are_named(tmp_path):
+    """Issue 46, item 9: a damaged archive or a malformed TSV/CSV gave a bare BadZipFile,
+    KeyError or UnicodeDecodeError naming no file; empty files loaded as empty sets."""
+    good = _drug_zip(tmp_path / "good.zip").read_bytes()
+    damaged = tmp_path / "damaged.zip"
+    damaged.write_bytes(good[: len(good) // 2])
+    train = "".join([_DRUG_HEADER, '0\tA\tPain\t"Fine."\tpositive\tMay 1, 2015\t0\n'])
+    cases = {
+        "damaged.zip": (damaged, r"damaged\.zip is not a readable zip archive"),
+        "no-test.zip": (
+            _zip_of(tmp_path / "no-test.zip", {"drugsComTrain.tsv": train}),
+            r"no-test\.zip has no member 'drugsComTest\.tsv'",
+        ),
+        "no-review.zip": (
+            _zip_of(
+                tmp_path / "no-review.zip",
+                {
+                    n: train.replace("review", "text")
+                    for n in ("drugsComTrain.tsv", "drugsComTest.tsv")
+                },
+            ),
+            r"no-review\.zip:drugsComTrain\.tsv: no column 'review'",
+        ),
+        "latin1.zip": (
+            _zip_of(
+                tmp_path / "latin1.zip",
+                {
+                    n: train.replace("Fine", "Caf\xe9").encode("latin-1")
+                    for n in ("drugsComTrain.tsv", "drugsComTest.tsv")
+                },
+            ),
+            r"latin1\.zip:drugsComTrain\.tsv: not UTF-8 text \(byte 0xe9\)",
+        ),
+        "short-row.zip": (
+            _zip_of(
+                tmp_path / "short-row.zip",
+                {
+                    n: _DRUG_HEADER + "0\tA\tPain\n"
+                    for n in ("drugsComTrain.tsv", "drugsComTest.tsv")
+                },
+            ),
+            r"short-row\.zip:drugsComTrain\.tsv:2: the row has no 'review' field",
+        ),
+        "header-only.zip": (
+            _zip_of(
+                tmp_path / "header-only.zip",
+                {n: _DRUG_HEADER for n in ("drugsComTrain.tsv", "drugsComTest.tsv")},
+            ),
+            r"header-only\.zip:drugsComTrain\.tsv holds no rows",
+        ),
+    }
+    for path, pattern in cases.values():
+        with pytest.raises(ValueError, match=pattern):
+            sentiment.read_drug_reviews(path)
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    with pytest.raises(ValueError, match=r"empty\.csv is empty"):
+        sentiment.read_tweets(None, empty)
+    no_text = tmp_path / "no-text.csv"
+    no_text.write_text("sentiment,confidence,tweet\npositive,1.0,yay\n", encoding="latin-1")
+    with pytest.raises(ValueError, match=r"no-text\.csv: no column 'text'"):
+        sentiment.read_tweets(None, no_text)
+    neutral = tmp_path / "neutral.csv"
+    neutral.write_text("sentiment,confidence,text\nneutral,1.0,meh\n", encoding="latin-1")
+    with pytest.raises(ValueError, match=r"neutral\.csv: no row is labelled negative or positive"):
+        sentiment.read_tweets(None, neutral)

@@ -208,6 +208,26 @@ def test_cli_dry_run_refuses_plan_and_verify(capsys):
     assert "--dry-run executes stand-ins" in capsys.readouterr().err
 
 
+def test_cli_dry_run_never_writes_into_the_book(capsys, monkeypatch):
+    """Issue 46, item 5: `--dry-run --output-dir book` replaced a committed page with a
+    dry-run stand-in page; it is refused before anything runs (exit 2), the page as it was."""
+    from lmsim.reproduce import _cli
+
+    def boom(*args, **kwargs):
+        raise AssertionError("a dry run executed a page into book/")
+
+    monkeypatch.setattr(_cli, "execute_run", boom)
+    monkeypatch.setattr(_cli, "enter_dry_run", lambda: None)  # keep this process's switches
+    page = ROOT / "book" / "lmsim_zoo" / "01_train_zoo.ipynb"
+    before = page.read_bytes()
+    for out in (ROOT / "book", ROOT / "book" / "lmsim_zoo", ROOT / "book" / ".." / "book"):
+        args = ["--root", str(ROOT), "--only", "lmsim_zoo", "--dry-run", "--output-dir", str(out)]
+        assert _cli.main(args) == 2
+        err = capsys.readouterr().err
+        assert "a dry run never writes into" in err and "book" in err
+    assert page.read_bytes() == before
+
+
 def test_probing_sets_read_gsd_train_and_dev_and_pud_test_as_the_thesis(dry):
     """Found by the dry run: GSD's dev was sliced after the train count (its own split, so
     nothing was left at the thesis's 12,543 train sentences), and an all-PUD profile asked

@@ -524,6 +524,47 @@ def test_singular_basis_without_ridge_uses_minimum_norm_solution(seed):
     assert got == pytest.approx(r2(train, test, "a", "b", ridge=0.0), abs=1e-8)
 
 
+def _moments_of_covariance(cov: np.ndarray, n: int = 65) -> Moments:
+    """Moments of one-wide blocks a, b, b2, ... whose covariance (ddof 1) is ``cov`` exactly:
+    n - 1 = 64 makes the division by n - 1 exact."""
+    names = ["a", "b", "b2", "c"][: len(cov)]
+    mom = Moments({name: 1 for name in names})
+    mom._comoment = torch.tensor(cov * (n - 1), dtype=torch.float64)
+    mom.n = n
+    return mom
+
+
+def test_a_singular_basis_is_found_from_the_pivots_not_from_a_lapack_error():
+    """Issue 46, numerical robustness: an exactly singular basis covariance fails Cholesky
+    in one LAPACK build and factors with a tiny positive pivot in another (MKL), so the
+    ridge-free fit skipped its minimum-norm solution there. [[1, 1], [1, 1 + eps]] factors
+    exactly, with the pivot eps, on every platform: lmsim must call it singular."""
+    from lmsim.lmd import _loo
+
+    eps = np.finfo(np.float64).eps
+    cov = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 1.0], [0.0, 1.0, 1.0 + eps]])
+    factor, info = torch.linalg.cholesky_ex(torch.tensor(cov[1:, 1:]))
+    assert int(info) == 0 and float(factor[1, 1]) ** 2 == eps  # the premise, exact anywhere
+    assert _loo._spd_inverse(torch.tensor(cov)) is None
+    train, test = _moments_of_covariance(cov), _moments_of_covariance(cov)
+    with pytest.warns(UserWarning, match="minimum-norm"):
+        got = r2(train, test, "a", ["b", "b2"], ridge=0.0)
+    assert got == pytest.approx(0.0, abs=1e-12)  # a is uncorrelated with b and b2
+    with pytest.warns(UserWarning, match="minimum-norm"):
+        dec = decompose(train, test, ridge=0.0, pairwise=False)
+    # The leave-one-out route declined the singular joint: each target fit on its own.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        for target in ("a", "b", "b2"):
+            basis = [m for m in ("a", "b", "b2") if m != target]
+            assert dec.group_r2[target] == pytest.approx(
+                r2(train, test, target, basis, ridge=0.0), abs=1e-12
+            )
+    from lmsim.lmd._fit import cholesky_or_none
+
+    assert cholesky_or_none(torch.tensor(cov[1:, 1:])) is None
+
+
 def test_warns_when_variance_is_near_the_ridge():
     train, test = correlated_models(0)
     small = {k: 1e-4 * v for k, v in train.items()}

@@ -584,3 +584,126 @@ def test_file_hashes_are_remembered_only_while_a_settled_file_is_unchanged(tmp_p
     time.sleep(0.05)
     path.write_bytes(b"b" * 1000)  # the same size, a later change time
     assert _io.file_record(path)["sha256"] != first["sha256"]
+
+
+# ------------------------------------------- issue 46: markers tie themselves to entries
+
+
+def _whole_entry(folder: Path, payload: bytes = b"x" * 100) -> Path:
+    from lmsim._io import entry_dir
+
+    with entry_dir(folder) as tmp:
+        (tmp / "weights.bin").write_bytes(payload)
+    return folder
+
+
+def test_a_forged_or_copied_marker_makes_nothing_whole_or_deletable(tmp_path):
+    """Issue 46, item 4: a marker listing no files, a sidecar copied beside a user's file,
+    marker paths outside the entry and a copy of a whole entry under another name made
+    "whole" entries that the runner's release deleted; none is whole now, none deleted."""
+    import shutil
+
+    from lmsim._io import MARKER, entry_status, file_record, open_entry, write_entry_file
+    from lmsim.reproduce._budget import release_entries
+
+    kind = {"lmsim": "lmsim cache entry", "state": "complete"}
+    cache = tmp_path / "cache"
+    forged = cache / "forged"
+    forged.mkdir(parents=True)
+    (forged / "thesis.tex").write_text("mine")
+    (forged / MARKER).write_text(json.dumps({**kind, "files": {}}))
+    # A one-file entry, and its sidecar copied beside a user's file in the same folder.
+    real = cache / "g.safetensors"
+    write_entry_file(real, lambda p: p.write_bytes(b"g" * 40))
+    sidecar = real.with_name(real.name + ".lmsim.json")
+    user = cache / "notes.safetensors"
+    user.write_bytes(b"n" * 40)
+    shutil.copy(sidecar, user.with_name(user.name + ".lmsim.json"))
+    # Marker paths outside the entry (relative '..', absolute) verify nothing.
+    secret = tmp_path / "secret.txt"
+    secret.write_text("outside")
+    escapes = []
+    for rel in ("../../secret.txt", str(secret)):
+        escapes.append(cache / f"escape{len(escapes)}")
+        escapes[-1].mkdir()
+        (escapes[-1] / MARKER).write_text(json.dumps({**kind, "files": {rel: file_record(secret)}}))
+    # A byte-identical copy of a whole entry under another name, a file of the user's added.
+    whole = _whole_entry(cache / "key-1")
+    copy = cache / "key-1-copy"
+    shutil.copytree(whole, copy)
+    (copy / "mine.txt").write_text("mine")
+    plain_copy = cache / "key-1-plain-copy"
+    shutil.copytree(whole, plain_copy)
+
+    assert entry_status(forged)[0] == "corrupt" and entry_status(user)[0] == "foreign"
+    for escape in escapes:
+        status, detail = entry_status(escape)
+        assert status == "corrupt" and "not a path inside the entry" in detail
+    status, detail = entry_status(plain_copy)
+    assert status == "foreign" and "written for the entry 'key-1'" in detail
+    with pytest.raises(FileExistsError, match="not an lmsim cache entry"):
+        open_entry(plain_copy, "recomputing it")
+    targets = [forged, user, *escapes, copy, plain_copy]
+    assert release_entries(targets) == ([], 0.0)
+    assert (forged / "thesis.tex").read_text() == "mine" and user.read_bytes() == b"n" * 40
+    assert all(e.is_dir() for e in escapes) and secret.read_text() == "outside"
+    assert (copy / "mine.txt").is_file() and (plain_copy / "weights.bin").is_file()
+    assert entry_status(whole) == ("whole", "") and entry_status(real) == ("whole", "")
+    assert release_entries([whole, real])[0] == [real, whole]  # lmsim's own: released
+
+
+def test_zoo_rebuild_never_deletes_a_folder_lmsim_did_not_write(monkeypatch):
+    """Issue 46, item 3: `python -m lmsim.zoo build --rebuild` ran rmtree on
+    zoo/<profile>/<name> whatever it held; a user's folder there, or a build holding a
+    user's file, is never deleted: the first is refused (FileExistsError, exit 2), the
+    second is not a whole build and is moved aside, the user's file in it."""
+    from lmsim.zoo import builder
+    from lmsim.zoo import cli as zoo_cli
+    from lmsim.zoo.profiles import _root, get_profile
+
+    built = []
+    monkeypatch.setattr(builder, "build_model", lambda name, *a, **k: built.append(name))
+    monkeypatch.setattr(builder, "_is_built", lambda path: path.is_dir())
+    smoke = get_profile("smoke")
+    mine = _root(smoke) / "clm-s0"
+    mine.mkdir(parents=True)
+    (mine / "draft.txt").write_text("my notes")
+    assert zoo_cli.main(["build", "--profile", "smoke", "--only", "clm-s0", "--rebuild"]) == 2
+    assert (mine / "draft.txt").read_text() == "my notes" and built == []
+    # A build of lmsim's with a user's file put inside is not whole: moved aside with the
+    # file, never deleted.
+    lmsims = _whole_entry(_root(TINY) / "clm-s0")
+    (lmsims / "results.csv").write_text("a user's file")
+    with pytest.warns(UserWarning, match=r"does not list \(results\.csv\); moved it to clm-s0"):
+        zoo.build(["clm-s0"], TINY, progress=False, rebuild=True)
+    kept = _root(TINY) / "clm-s0.corrupt"
+    assert (kept / "results.csv").read_text() == "a user's file" and built == ["clm-s0"]
+    # A whole build of lmsim's alone is deleted and trained again.
+    lmsims = _whole_entry(_root(TINY) / "clm-s0")
+    zoo.build(["clm-s0"], TINY, progress=False, rebuild=True)
+    assert not lmsims.exists() and built == ["clm-s0", "clm-s0"]
+
+
+def test_a_dangling_link_at_a_corrupt_name_is_skipped_and_the_warning_tells_the_truth(tmp_path):
+    """Issue 46, item 12: a dangling `<entry>.corrupt.1` link stopped a corrupt folder entry
+    from ever being moved aside (with a message blaming a read-only cache), and a corrupt
+    file entry was reported "moved" when it was not."""
+    from lmsim._io import open_entry, write_entry_file
+
+    entry = _whole_entry(tmp_path / "entry")
+    (tmp_path / "entry.corrupt").mkdir()
+    (tmp_path / "entry.corrupt.1").symlink_to(tmp_path / "nowhere")
+    _flip(entry / "weights.bin", at=10)
+    with pytest.warns(UserWarning, match=r"moved it to entry\.corrupt\.2 and"):
+        assert not open_entry(entry, "recomputing it")
+    assert not entry.exists() and (tmp_path / "entry.corrupt.2" / "weights.bin").is_file()
+    assert (tmp_path / "entry.corrupt.1").is_symlink()
+    shard = tmp_path / "shard.bin"
+    write_entry_file(shard, lambda p: p.write_bytes(b"s" * 50))
+    (tmp_path / "shard.bin.corrupt").write_bytes(b"older")
+    (tmp_path / "shard.bin.corrupt.1").symlink_to(tmp_path / "nowhere")
+    _flip(shard, at=10)
+    with pytest.warns(UserWarning, match=r"moved it to shard\.bin\.corrupt\.2 and"):
+        assert not open_entry(shard, "recomputing it")
+    assert not shard.exists() and (tmp_path / "shard.bin.corrupt.2").is_file()
+    assert (tmp_path / "shard.bin.corrupt").read_bytes() == b"older"

@@ -5,12 +5,13 @@ and only whole lmsim entries a page created are ever released."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from lmsim import reproduce
-from lmsim._io import entry_dir, write_entry_file
+from lmsim._io import RUN_ENV, entry_dir, write_entry_file
 from lmsim.reproduce import _budget
 from lmsim.reproduce._budget import PlanError, RunBudget, check_plan, release_entries
 from lmsim.reproduce._estimates import plan_resources
@@ -90,6 +91,7 @@ def test_release_only_whole_lmsim_entries_created_by_the_page(tmp_path, monkeypa
     budget = RunBudget(Machine(), [est, _est("q")], release=True)
     before = budget.before(0)
     assert before == {old}
+    monkeypatch.setenv(RUN_ENV, budget.run_id)  # what the run's kernels record
     new = _entry(ft / "regmean-new-2")
     foreign = ft / "regmean-user"  # no lmsim marker: never touched
     foreign.mkdir()
@@ -191,3 +193,128 @@ def test_machine_this_is_the_detected_one(tmp_path, monkeypatch):
     monkeypatch.setenv("LMSIM_CACHE", str(tmp_path / "not-yet"))
     here = load_machine("this")
     assert here.name.startswith("this machine") and here.ram_gb > 0 and here.disk_gb > 0
+
+
+# ------------------------------------------------------- issue 46: only this run's entries
+def _run_entry(folder: Path, run: str | None, monkeypatch) -> Path:
+    """A whole entry written as if by the run ``run`` (None: outside any run)."""
+    if run is None:
+        monkeypatch.delenv(RUN_ENV, raising=False)
+    else:
+        monkeypatch.setenv(RUN_ENV, run)
+    made = _entry(folder)
+    monkeypatch.delenv(RUN_ENV, raising=False)
+    return made
+
+
+def test_release_deletes_only_whole_entries_this_run_wrote_and_nothing_else(tmp_path, monkeypatch):
+    """Issue 46, item 2: an entry another run finished meanwhile, a user's byte-identical
+    copy of an entry with their own file inside, and extra files a user put into an entry
+    this run wrote are never deleted; only this run's untouched entries are."""
+    import shutil
+
+    monkeypatch.setenv("LMSIM_CACHE", str(tmp_path))
+    est = _est("p", scratch=1 * GB)
+    est.scratch = ("finetune/regmean-*",)
+    budget = RunBudget(Machine(), [est, _est("q")], release=True)
+    before = budget.before(0)
+    ft = tmp_path / "finetune"
+    mine = _run_entry(ft / "regmean-mine", budget.run_id, monkeypatch)
+    theirs = _run_entry(ft / "regmean-theirs", "another-run", monkeypatch)
+    no_run = _run_entry(ft / "regmean-no-run", None, monkeypatch)
+    copy = ft / "regmean-mine-copy"
+    shutil.copytree(_run_entry(ft / "regmean-orig", budget.run_id, monkeypatch), copy)
+    (copy / "my-notes.txt").write_text("mine")
+    touched = _run_entry(ft / "regmean-touched", budget.run_id, monkeypatch)
+    (touched / "results.csv").write_text("a user's file inside an entry")
+    line = budget.after(0, before)
+    assert "released 2 scratch cache entries of p" in line
+    assert not mine.exists() and not (ft / "regmean-orig").exists()
+    assert theirs.exists() and no_run.exists()
+    assert (copy / "my-notes.txt").read_text() == "mine" and (copy / "weights.bin").is_file()
+    assert (touched / "results.csv").is_file() and (touched / "weights.bin").is_file()
+
+
+def test_release_waits_for_no_run_and_spares_a_concurrent_runs_entries(tmp_path, monkeypatch):
+    """Issue 46, item 2, end to end with two processes sharing the cache: while a second
+    run (another process) holds the runs' lock and finishes an entry in this page's
+    scratch globs, this run releases nothing; once it is gone, only this run's entries go."""
+    import subprocess
+    import sys
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("LMSIM_CACHE", str(cache))
+    est = _est("p", scratch=1 * GB)
+    est.scratch = ("finetune/regmean-*",)
+    budget = RunBudget(Machine(), [est, _est("q")], release=True)
+    before = budget.before(0)
+    script = (
+        "import sys, uuid\n"
+        "from lmsim._io import entry_dir\n"
+        "from lmsim.reproduce._budget import run_session\n"
+        "from lmsim._cache import cache_root\n"
+        "with run_session(uuid.uuid4().hex):\n"
+        "    with entry_dir(cache_root() / 'finetune' / 'regmean-other') as tmp:\n"
+        "        (tmp / 'weights.bin').write_bytes(b'o' * 100)\n"
+        "    print('ready', flush=True)\n"
+        "    sys.stdin.readline()\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "LMSIM_CACHE": str(cache)}
+    other = subprocess.Popen(
+        [sys.executable, "-c", script],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    try:
+        assert other.stdout.readline().strip() == "ready"
+        from lmsim.reproduce._budget import run_session
+
+        with run_session(budget.run_id):
+            mine = _entry(cache / "finetune" / "regmean-mine")
+            line = budget.after(0, before)
+            assert "another lmsim run is using the cache" in line
+            assert mine.exists() and (cache / "finetune" / "regmean-other").exists()
+            other.stdin.write("\n")
+            other.stdin.flush()
+            assert other.wait(timeout=60) == 0
+            line = budget.after(0, before)
+        assert "released 1 scratch cache entry of p" in line
+        assert (
+            not mine.exists() and (cache / "finetune" / "regmean-other" / "weights.bin").is_file()
+        )
+    finally:
+        if other.poll() is None:
+            other.kill()
+            other.wait()
+
+
+def test_release_never_reaches_outside_the_cache(tmp_path, monkeypatch):
+    """Issue 46, item 12: a `profile` with '..' made the two-tower page's scratch glob reach
+    outside the cache; the runner refuses it, and a glob that escapes releases nothing."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("LMSIM_CACHE", str(cache))
+    est = _est("p", scratch=1 * GB)
+    est.scratch = ("twotower/../../outside/*",)
+    budget = RunBudget(Machine(), [est, _est("q")], release=True)
+    before = budget.before(0)
+    monkeypatch.setenv(RUN_ENV, budget.run_id)
+    outside = _entry(tmp_path / "outside" / "run-1")
+    monkeypatch.delenv(RUN_ENV)
+    cache.mkdir(exist_ok=True)
+    assert budget.after(0, before) is None and outside.exists()
+    # The page's plan and its runs' cache folder refuse such a profile.
+    page = "he2022_twotower/01_preference"
+    with pytest.raises(ValueError, match=r"parameter `profile`.*'\.\./\.\./outside'"):
+        check_plan(page, {"profile": "../../outside"}, Machine(disk_gb=500))
+    from lmsim import twotower as tt
+    from lmsim._cache import cache_dir
+
+    with pytest.raises(ValueError, match=r"plain folder name.*'\.\.'"):
+        cache_dir("twotower", "..")
+    spec = tt.RunSpec("elmo-s0", tt.TowerConfig("elmo", hidden=8, layers=2, heads=2), seed=0)
+    with pytest.raises(ValueError, match=r"plain folder name.*'\.\./\.\./outside'"):
+        tt.run_dir(spec, tt.TwoTowerSettings(), "../../outside")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "outside"]

@@ -203,3 +203,49 @@ def test_compare_judges_pages_executed_elsewhere_without_executing(tmp_path, cap
     assert "no executed page" in capsys.readouterr().err
     assert reproduce.main([*argv, "--compare", str(tmp_path / "nowhere")]) == 2
     assert reproduce.main([*argv, "--compare", str(elsewhere), "--verify"]) == 2
+
+
+def test_a_claim_only_the_new_page_has_is_a_disagreement():
+    """Issue 46, item 6: a claim present on one side only fails, either side."""
+    old = _page([_claim(0.5, [0.4, 0.6])])
+    new = _page([_claim(0.5, [0.4, 0.6]), _claim(0.9, [0.8, 1.0], claim="c beats d")])
+    checks = verify.compare_pages("c/p", old, new, {})
+    assert [(c.quantity, c.verdict) for c in checks] == [
+        ("claim: a beats b", "ok"),
+        ("claim: c beats d", "not in the committed page"),
+    ]
+    assert "1 do not" in verify.report_lines(checks)[-1]
+    (gone,) = verify.compare_pages("c/p", new, old, {})[1:]
+    assert gone.verdict == "missing"
+
+
+def test_nothing_compared_fails_verify_and_compare(tmp_path, capsys):
+    """Issue 46, item 6: pages whose outputs were cleared gave "0 quantities, 0 do not" and
+    exit 0; a page with nothing to compare now fails, and so does a claim only the page
+    executed elsewhere has."""
+    argv = _demo_repository(tmp_path)
+    assert reproduce.main(argv) == 0
+    elsewhere = tmp_path / "other-clone-book"
+    assert reproduce.main([*argv, "--output-dir", str(elsewhere)]) == 0
+    capsys.readouterr()
+    pages = [tmp_path / "book" / "demo" / "01_page.ipynb", elsewhere / "demo" / "01_page.ipynb"]
+    for page in pages:
+        nb = json.loads(page.read_text())
+        for cell in nb["cells"]:
+            if cell["cell_type"] == "code":
+                cell["outputs"] = []
+        page.write_text(json.dumps(nb))
+    assert reproduce.main([*argv, "--compare", str(elsewhere)]) == 1
+    captured = capsys.readouterr()
+    assert "nothing was compared" in captured.out and "nothing to compare" in captured.err
+    assert verify.report_lines([]) == [
+        "verify: nothing was compared (no claim record or table number): a failure"
+    ]
+    # A claim only the page executed elsewhere shows fails as well.
+    claims = {"claims": [_claim(0.5, [0.4, 0.6])]}
+    nb = json.loads(pages[1].read_text())
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"][-1]
+    code["outputs"] = [{"output_type": "display_data", "metadata": {}, "data": {CLAIMS: claims}}]
+    pages[1].write_text(json.dumps(nb))
+    assert reproduce.main([*argv, "--compare", str(elsewhere)]) == 1
+    assert "not in the committed page" in capsys.readouterr().out

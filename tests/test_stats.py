@@ -409,3 +409,45 @@ def test_non_finite_resamples_are_dropped_with_a_warning_or_refused():
     assert np.isfinite(est.draws).all()
     with pytest.raises(ValueError, match="undefined on most"):
         stats.bootstrap(lambda v: math.nan if len(v) else 0.0, x, n_boot=20)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_nan_or_inf_input_is_named_not_blamed_on_the_resamples(bad):
+    """Issue 46, item 8: NaN or inf in the data was reported as "too few units, or a
+    constant resample"; the input holding it is named, with where."""
+    x = np.arange(20.0)
+    x[7] = bad
+    with pytest.raises(
+        ValueError, match=r"`arrays\[0\]` holds 1 NaN or inf value\(s\) \(the first at \[7\]\)"
+    ):
+        stats.bootstrap(np.mean, x)
+    with pytest.raises(
+        ValueError, match=r"`a` holds 1 NaN or inf value\(s\) \(the first at \[7\]\)"
+    ):
+        stats.paired_bootstrap(x, np.ones(20))
+    with pytest.raises(ValueError, match=r"`b` holds 1 NaN or inf"):
+        stats.permutation_test(np.ones(20), x)
+    values = np.arange(40.0).reshape(10, 4)
+    values[3, 1] = bad
+    with pytest.raises(
+        ValueError, match=r"`values` holds 1 NaN or inf value\(s\) \(the first at \[3, 1\]\)"
+    ):
+        stats.split_half_reliability(values)
+    # A statistic that ignores NaN still works on such data.
+    assert np.isfinite(stats.bootstrap(np.nanmedian, np.where(x == bad, np.nan, x)).estimate)
+
+
+def test_estimates_are_finite_and_spearman_brown_takes_correlations():
+    """Issue 46, item 8: `Estimate(inf, 0, 1)` and `spearman_brown(1.5)` were accepted."""
+    for value in (np.inf, -np.inf):
+        with pytest.raises(ValueError, match=r"`estimate` is -?inf: the statistic is not finite"):
+            stats.Estimate(value, 0.0, 1.0)
+    for r in (1.5, -1.2, [0.5, 2.0]):
+        with pytest.raises(ValueError, match=r"`r` must be a correlation in \[-1, 1\]"):
+            stats.spearman_brown(r)
+    for factor in (0, -2.0, np.inf, np.nan):
+        with pytest.raises(ValueError, match=r"`factor` must be a finite number > 0"):
+            stats.spearman_brown(0.5, factor)
+    assert stats.spearman_brown(1 + 1e-15) == 1.0  # a correlation past 1 by rounding
+    assert math.isnan(stats.spearman_brown(np.nan))
+    assert stats.spearman_brown(0.5) == pytest.approx(2 / 3)

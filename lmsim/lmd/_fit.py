@@ -22,6 +22,33 @@ def _warn_underdetermined(n_train: int, d_basis: int, basis: Sequence[str], ridg
     warnings.warn(msg, UserWarning, stacklevel=4)
 
 
+def negligible_pivot(pivots: torch.Tensor, top: float, size: int, dtype: torch.dtype) -> bool:
+    """Whether the smallest Cholesky pivot of a symmetric PSD matrix is at rounding level.
+
+    ``pivots`` is the factor's diagonal (so a pivot is its square), ``top`` the matrix's
+    largest diagonal entry and ``size`` its order. An exactly singular matrix fails to
+    factor in one LAPACK build and factors with a tiny positive pivot in another (MKL on
+    some CPUs): by interlacing the smallest eigenvalue is at most every pivot, so a pivot
+    below ``size · eps · top`` means the matrix is singular to working precision, whichever
+    way rounding went.
+    """
+    smallest = float(pivots.square().min()) if pivots.numel() else 0.0
+    return not smallest > size * torch.finfo(dtype).eps * top  # NaN counts as negligible
+
+
+def cholesky_or_none(mat: torch.Tensor) -> torch.Tensor | None:
+    """The lower Cholesky factor of a symmetric PSD ``mat``, or None when it is singular to
+    working precision: the factorisation fails or a pivot is negligible
+    (:func:`negligible_pivot`), not only when LAPACK happens to raise."""
+    factor, info = torch.linalg.cholesky_ex(mat)
+    if int(info) != 0:
+        return None
+    top = float(mat.diagonal().max()) if mat.numel() else 0.0
+    if negligible_pivot(factor.diagonal(), top, mat.shape[0], mat.dtype):
+        return None
+    return factor
+
+
 def _min_norm_solve(gram: torch.Tensor, rhs: torch.Tensor) -> torch.Tensor:
     """``pinv(gram) @ rhs`` for a symmetric PSD ``gram`` via its eigendecomposition."""
     evals, evecs = torch.linalg.eigh(gram)
@@ -49,12 +76,14 @@ def _solve_weights(
     if regulariser == "code":
         shift = ridge
         cov_zz.diagonal().add_(ridge)
-        try:
-            w_t = torch.cholesky_solve(cov_zu, torch.linalg.cholesky(cov_zz))
-        except torch.linalg.LinAlgError:
+        factor = cholesky_or_none(cov_zz)
+        if factor is not None:
+            w_t = torch.cholesky_solve(cov_zu, factor)
+        else:
             warnings.warn(
-                f"basis covariance + ridge ({ridge:g}) I is singular (Cholesky failed): using the "
-                "minimum-norm solution (Moore-Penrose, Eq. 5); pass ridge > 0 for a unique fit",
+                f"basis covariance + ridge ({ridge:g}) I is singular (a Cholesky pivot at "
+                "rounding level, or none): using the minimum-norm solution (Moore-Penrose, "
+                "Eq. 5); pass ridge > 0 for a unique fit",
                 UserWarning,
                 stacklevel=4,
             )

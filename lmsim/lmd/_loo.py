@@ -6,22 +6,26 @@ import torch
 from scipy.linalg import cho_factor, cho_solve
 from scipy.linalg.lapack import dpotrf, dpotri
 
+from lmsim.lmd._fit import cholesky_or_none, negligible_pivot
 from lmsim.lmd._problem import _Problem
 from lmsim.moments import _mirror_upper
 
 
 def _spd_inverse(mat: torch.Tensor) -> torch.Tensor | None:
-    """Inverse of a symmetric positive definite ``mat`` (D, D) by Cholesky; ``None`` if not PD.
+    """Inverse of a symmetric positive definite ``mat`` (D, D) by Cholesky; ``None`` if not
+    numerically PD (the factorisation fails, or a pivot is at rounding level:
+    :func:`~lmsim.lmd._fit.negligible_pivot`, whatever the LAPACK build does).
 
     ``mat`` is overwritten. On CPU: LAPACK ``dpotrf`` + ``dpotri`` (``D³`` flops in all,
     one triangle, no extra full-size buffer); elsewhere torch's Cholesky.
     """
     if mat.device.type != "cpu":
-        factor, info = torch.linalg.cholesky_ex(mat)
-        return None if int(info) else torch.cholesky_inverse(factor)
+        factor = cholesky_or_none(mat)
+        return None if factor is None else torch.cholesky_inverse(factor)
+    top, size = float(mat.diagonal().max()), mat.shape[0]
     # The C-ordered symmetric buffer read in Fortran order is the same matrix.
     factor, info = dpotrf(mat.numpy().T, lower=0, clean=0, overwrite_a=1)
-    if info != 0:
+    if info != 0 or negligible_pivot(torch.tensor(factor.diagonal()), top, size, mat.dtype):
         return None
     inverse, info = dpotri(factor, lower=0, overwrite_c=1)
     if info != 0:
@@ -32,9 +36,13 @@ def _spd_inverse(mat: torch.Tensor) -> torch.Tensor | None:
 
 
 def _is_pd(mat: torch.Tensor) -> bool:
+    """Whether a symmetric ``mat`` is numerically positive definite (a pivot at rounding
+    level counts as singular, as in :func:`_spd_inverse`); ``mat`` is overwritten."""
     if mat.device.type != "cpu":
-        return not int(torch.linalg.cholesky_ex(mat)[1])
-    return dpotrf(mat.numpy().T, lower=0, clean=0, overwrite_a=1)[1] == 0
+        return cholesky_or_none(mat) is not None
+    top, size = float(mat.diagonal().abs().max()), mat.shape[0]
+    factor, info = dpotrf(mat.numpy().T, lower=0, clean=0, overwrite_a=1)
+    return info == 0 and not negligible_pivot(torch.tensor(factor.diagonal()), top, size, mat.dtype)
 
 
 def _common_shift(prob: _Problem, ridge: float, regulariser: str) -> float | None:

@@ -92,7 +92,7 @@ from lmsim.merge._fisher import FISHER_LABELS as FISHER_LABELS
 from lmsim.merge._fisher import collect_fishers
 from lmsim.merge._grams import collect_grams, grams_from_moments
 from lmsim.merge._models import METHODS as METHODS
-from lmsim.merge._models import linear_layers, merge_models
+from lmsim.merge._models import check_merge_options, linear_layers, merge_models
 from lmsim.merge._released import RELEASED_ALPHA, ReleasedAlpha, released_alpha
 from lmsim.merge._report import MergeReport
 from lmsim.merge._taskvectors import (
@@ -122,6 +122,7 @@ __all__ = [
     "MergeReport",
     "linear_layers",
     "merge_models",
+    "check_merge_options",
     "grams_from_moments",
     "collect_grams",
     "collect_fishers",

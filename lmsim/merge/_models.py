@@ -267,6 +267,51 @@ def merge_models(
     return run.first, run.report()
 
 
+def check_merge_options(method: str = "regmean", **options) -> None:
+    """Check :func:`merge_models`' options as it does, without models or statistics.
+
+    ``options`` are its keyword arguments other than the models, their statistics,
+    ``base`` and ``device`` (``alpha``, ``exclude``, ``density``, ...). For callers that
+    gather inputs before merging (``lmsim merge`` collects Grams first): a bad value is
+    named before anything is loaded.
+
+    Raises
+    ------
+    TypeError
+        An option :func:`merge_models` does not take.
+    ValueError
+        A value it would refuse; the message names the option.
+    """
+    import inspect
+
+    params = inspect.signature(merge_models).parameters
+    fixed = ("models", "grams", "fishers", "method", "base", "device")
+    unknown = [k for k in options if k not in params or k in fixed]
+    if unknown:
+        raise TypeError(f"merge_models takes no option {unknown[0]!r}")
+    values = {k: p.default for k, p in params.items() if k not in fixed}
+    values.update(options)
+    some = {"grams": (), "fishers": ()}
+    _check_arguments(
+        method, values["missing_gram"], values["alpha"], values["diag_constant"], some,
+        values["exclude"],
+    )  # fmt: skip
+    _check_head(values["head_rows"], values["head_weight"])
+    RegMeanAccumulator(
+        values["alpha"], values["diag_constant"], values["ridge"],
+        product_dtype=values["product_dtype"],
+    )  # fmt: skip
+    MergeOptions(
+        torch.device("cpu"),
+        values["fisher_eps"],
+        scaling=values["scaling"],
+        density=values["density"],
+        trim=values["trim"],
+        drop_rate=values["drop_rate"],
+        seed=values["seed"],
+    )
+
+
 def _check_sequences(models, given: Mapping) -> None:
     """``models`` and the statistics are one entry per model, not a single one."""
     if isinstance(models, (nn.Module, str, os.PathLike)) or not hasattr(models, "__iter__"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pickle
 import socket
 from urllib.parse import urlparse
 
@@ -96,13 +97,25 @@ def _hub_reachable(timeout: float = 3.0) -> bool:
 
 
 def _from_pretrained(cls, source, **kwargs):
-    """``cls.from_pretrained`` preferring safetensors, falling back for .bin-only repos."""
+    """``cls.from_pretrained`` preferring safetensors, falling back for .bin-only repos.
+
+    Pickled weights are read by transformers with ``torch.load(weights_only=True)``; one
+    that holds more than tensors (code that would run on loading) raises ``ValueError``
+    naming the model, never the unpickler's traceback."""
     try:
         return cls.from_pretrained(source, use_safetensors=True, **kwargs)
     except OSError as err:
         if "safetensors" not in str(err).lower():
             raise
+    try:
         return cls.from_pretrained(source, **kwargs)
+    except pickle.UnpicklingError:
+        raise ValueError(
+            f"model {str(source)!r}: its pickled weights (pytorch_model.bin) hold more than "
+            "tensors and were refused (torch.load(weights_only=True)), since loading them "
+            "could run code; use a copy with model.safetensors, or convert a checkpoint you "
+            "trust"
+        ) from None
 
 
 def _check_task_fits(source, task: str, label: str | None = None, **hub_kwargs) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ import yaml
 
 from lmsim._dryrun import DRY_RUN_NOTE
 from lmsim._io import write_atomic
-from lmsim.reproduce._budget import run_budget
+from lmsim.reproduce._budget import run_budget, run_session
 from lmsim.reproduce._dryrun import dry_run_runs, enter_dry_run
 from lmsim.reproduce._environment import environment_info, lock_warning
 from lmsim.reproduce._execute import RunResult, _relative, execute_run, failed_path
@@ -208,6 +209,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.compare:
             return _verify(manifest, args, root, [_found(run) for run in runs])
         if args.dry_run:
+            _refuse_book(args.output_dir, root)
             runs = dry_run_runs(runs, root, args.output_dir)
             enter_dry_run()
             print(f"{DRY_RUN_NOTE}\n")
@@ -294,13 +296,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return result
 
     committed = {run.key: run.output for run in plan_runs(manifest, args.profile, root, args.only)}
-    results = run_pages(
-        [run.key for run in runs],
-        jobs,
-        execute,
-        schedule_of(manifest),
-        {key: expected_seconds(page) for key, page in committed.items()},
-    )
+    with run_session(budget.run_id if budget is not None else uuid.uuid4().hex):
+        results = run_pages(
+            [run.key for run in runs],
+            jobs,
+            execute,
+            schedule_of(manifest),
+            {key: expected_seconds(page) for key, page in committed.items()},
+        )
     _summarise(results, args.profile, root, args.dry_run)
     failed = [result for result in results if not result.ok]
     if args.verify:
@@ -321,6 +324,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 1
     return 0
+
+
+def _refuse_book(output_dir: Path | None, root: Path) -> None:
+    """A dry run never writes into ``book/``: its stand-in pages would replace committed
+    ones. Raise ``ValueError`` when ``--output-dir`` is ``book/`` or inside it."""
+    if output_dir is None:
+        return
+    book = (root / "book").resolve()
+    target = Path(output_dir).resolve()
+    if target == book or target.is_relative_to(book):
+        raise ValueError(
+            f"--dry-run --output-dir {output_dir}: a dry run never writes into {book} (its "
+            "stand-in pages would replace the committed ones); give another folder, or none "
+            "for _build/dry-run/"
+        )
 
 
 def _found(run) -> RunResult:
@@ -379,9 +397,18 @@ def _verify(manifest: Mapping[str, Any], args, root: Path, results: Sequence[Run
         if not page.is_file():
             problems.append(f"{key}: no committed page at {_relative(page, root)} to compare")
             continue
-        checks += compare_pages(
+        compared = compare_pages(
             key, read_page(page), read_page(result.run.output), entries[key].get("verify", {})
         )
+        if not compared:
+            problems.append(
+                f"{key}: nothing to compare: neither the committed page "
+                f"({_relative(page, root)}) nor {_relative(result.run.output, root)} shows a "
+                "claim record or a table number (are their outputs cleared?)"
+            )
+        checks += compared
+    if not results:
+        problems.append("no pages were compared")
     for line in report_lines(checks):
         print(line)
     for problem in problems:

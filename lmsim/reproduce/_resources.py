@@ -136,6 +136,10 @@ class Machine:
         return 0.9 * self.gpu_fp64_tflops * 1e12
 
 
+# Capacities that may be 0 (no GPU; no per-text tokenising cost); every other is > 0.
+_MAY_BE_ZERO = ("gpu_memory_gb", "tokenise_us_per_text", "tokenise_us_per_token")
+
+
 def load_machine(spec: str | None) -> Machine:
     """A :class:`Machine` from ``--machine``: a YAML/JSON file or ``key=value,key=value``.
 
@@ -169,10 +173,18 @@ def load_machine(spec: str | None) -> Machine:
     for key, value in values.items():
         if key not in known:
             raise ValueError(f"--machine: unknown key {key!r}; known: {sorted(known)}")
+        if key == "name":
+            out[key] = str(value)
+            continue
         try:
-            out[key] = str(value) if key == "name" else float(value)
-        except ValueError:
+            number = float(value)
+        except (TypeError, ValueError):
             raise ValueError(f"--machine: {key}={value!r} is not a number") from None
+        least = 0.0 if key in _MAY_BE_ZERO else None
+        if not math.isfinite(number) or (number < 0 if least is not None else number <= 0):
+            need = ">= 0" if least is not None else "> 0"
+            raise ValueError(f"--machine: {key}={value!r} must be a finite number {need}")
+        out[key] = number
     if "name" not in out:
         out["name"] = "declared: " + ", ".join(f"{k}={v:g}" for k, v in out.items())
     return replace(Machine(), **out)

@@ -7,7 +7,9 @@ text) must agree float64-tight: ``rtol`` 1e-6 by default, since float32 forward 
 another CPU round differently in the last bits. Pages that train (their manifest entry
 says ``verify: {trains: true, rtol: ...}``) agree within their stated spread: a claim's
 estimate within its committed interval's half-width (or ``rtol``, whichever is wider), a
-table cell within ``rtol``. Any changed verdict fails, whatever the numbers.
+table cell within ``rtol``. Any changed verdict fails, whatever the numbers; so does a
+quantity of the committed page the new one lacks, a claim only the new page has, and a page
+with nothing to compare (its outputs cleared).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ class Check:
     committed: str
     now: str
     tolerance: str
-    verdict: str  # "ok", "differs", "verdict changed", "missing"
+    verdict: str  # "ok", "differs", "verdict changed", "missing", "not in the committed page"
 
     @property
     def ok(self) -> bool:
@@ -198,6 +200,12 @@ def compare_pages(page: str, committed: Mapping, now: Mapping, verify: Mapping) 
     verify : mapping
         The manifest entry's ``verify`` (``trains``, ``rtol``, ``atol``); empty for a page
         of fixed inputs.
+
+    Returns
+    -------
+    list of Check
+        One per quantity of the committed page, and one per claim only ``now`` has (a
+        disagreement); empty when neither shows any (the caller fails such a page).
     """
     rtol = float(verify.get("rtol", DEFAULT_RTOL))
     atol = float(verify.get("atol", DEFAULT_ATOL))
@@ -220,6 +228,9 @@ def compare_pages(page: str, committed: Mapping, now: Mapping, verify: Mapping) 
         if old["verdict"] is not None and old["verdict"] != new["verdict"]:
             verdict = "verdict changed"
         checks.append(Check(page, key, _show(old), _show(new), tol_text, verdict))
+    for key, new in after.items():
+        if key.startswith("claim: ") and key not in before:
+            checks.append(Check(page, key, "—", _show(new), "—", "not in the committed page"))
     return checks
 
 
@@ -242,6 +253,9 @@ def report_lines(checks: Iterable[Check], all_rows: bool = False) -> list[str]:
         lines.extend("  ".join(v.ljust(w) for v, w in zip(row, widths)) for row in rows)
     n_bad = sum(not c.ok for c in checks)
     pages = len({c.page for c in checks})
+    if not checks:
+        lines.append("verify: nothing was compared (no claim record or table number): a failure")
+        return lines
     lines.append(
         f"verify: {len(checks)} quantities on {pages} page(s): "
         f"{len(checks) - n_bad} agree, {n_bad} do not"

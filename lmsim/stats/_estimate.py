@@ -63,6 +63,10 @@ class Estimate:
             object.__setattr__(self, name, float(getattr(self, name)))
         if math.isnan(self.estimate):
             raise ValueError("`estimate` is NaN: the statistic is undefined on these data")
+        if not math.isfinite(self.estimate):
+            raise ValueError(
+                f"`estimate` is {self.estimate}: the statistic is not finite on these data"
+            )
         if not (math.isfinite(self.low) and math.isfinite(self.high)) or self.low > self.high:
             raise ValueError(
                 f"the interval must be two finite numbers with low <= high, got "
@@ -162,10 +166,32 @@ def _percentile_interval(draws: np.ndarray, level: float) -> tuple[float, float]
     return float(low), float(high)
 
 
-def _finite_draws(draws: Sequence[float], what: str) -> np.ndarray:
+def _input_problem(arrays: Sequence, names: Sequence[str]) -> str | None:
+    """Which input holds NaN or inf (numbers only), as a message; None when all are finite."""
+    for name, array in zip(names, arrays):
+        array = np.asarray(array)
+        if not np.issubdtype(array.dtype, np.number):
+            continue
+        bad = ~np.isfinite(array)
+        if bad.any():
+            first = np.unravel_index(int(np.flatnonzero(bad)[0]), array.shape)
+            where = ", ".join(map(str, first))
+            return (
+                f"`{name}` holds {int(bad.sum())} NaN or inf value(s) (the first at [{where}]):"
+                " the statistic is not finite on them; drop or fix them first"
+            )
+    return None
+
+
+def _finite_draws(draws: Sequence[float], what: str, inputs=None) -> np.ndarray:
+    """The finite draws; most of them non-finite raises, naming the input that holds NaN or
+    inf when ``inputs`` (a callable returning :func:`_input_problem`'s message) finds one."""
     draws = np.asarray(draws, dtype=np.float64)
     bad = int((~np.isfinite(draws)).sum())
     if bad > len(draws) // 2:
+        problem = inputs() if inputs is not None else None
+        if problem:
+            raise ValueError(problem)
         raise ValueError(
             f"{bad} of {len(draws)} {what} gave a non-finite statistic; the statistic is "
             "undefined on most resamples (too few units, or a constant resample)"

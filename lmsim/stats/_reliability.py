@@ -11,14 +11,27 @@ from lmsim.stats._estimate import (
     _check_count,
     _check_level,
     _finite_draws,
+    _input_problem,
     _percentile_interval,
     _rng,
 )
 
 
 def spearman_brown(r, factor: float = 2.0):
-    """Reliability of a measure ``factor`` times as long: ``k r / (1 + (k - 1) r)``."""
+    """Reliability of a measure ``factor`` times as long: ``k r / (1 + (k - 1) r)``.
+
+    ``r`` is a correlation (in [-1, 1]; NaN, an undefined one, stays NaN) and ``factor``
+    a finite number > 0; anything else raises ``ValueError``.
+    """
+    if isinstance(factor, bool) or not (np.isfinite(factor) and factor > 0):
+        raise ValueError(f"`factor` must be a finite number > 0, got {factor!r}")
     r = np.asarray(r, dtype=np.float64)
+    outside = np.abs(r[~np.isnan(r)]) > 1 + 1e-12  # a computed r may pass 1 by rounding
+    if outside.any():
+        raise ValueError(
+            f"`r` must be a correlation in [-1, 1], got {r[~np.isnan(r)][outside][0]!r}"
+        )
+    r = np.clip(r, -1.0, 1.0)
     out = factor * r / (1 + (factor - 1) * r)
     return float(out) if out.ndim == 0 else out
 
@@ -99,6 +112,9 @@ def split_half_reliability(
     rng = _rng(seed)
     _check_level(level)
     values = np.asarray(values, dtype=np.float64)
+    problem = _input_problem([values], ["values"])
+    if problem:  # the item means would be NaN or inf: no correlation is defined
+        raise ValueError(problem)
     if groups is None:
         if values.ndim != 2 or values.shape[1] < 2:
             raise ValueError(

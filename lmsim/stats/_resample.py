@@ -12,6 +12,7 @@ from lmsim.stats._estimate import (
     _check_count,
     _check_level,
     _finite_draws,
+    _input_problem,
     _percentile_interval,
     _rng,
 )
@@ -104,12 +105,19 @@ def bootstrap(
     units = _Units(n_rows, groups)
     if units.n < 2:
         raise ValueError(f"bootstrap needs at least 2 units, got {units.n}")
+    names = ["arrays[0]"] if len(arrays) == 1 else [f"arrays[{i}]" for i in range(len(arrays))]
+
+    def inputs():
+        return _input_problem(arrays, names)
+
     estimate = float(statistic(*arrays))
+    if not np.isfinite(estimate) and inputs():
+        raise ValueError(inputs())
     draws = []
     for _ in range(n_boot):
         rows = units.rows(rng.integers(0, units.n, units.n))
         draws.append(float(statistic(*(a[rows] for a in arrays))))
-    draws = _finite_draws(draws, "bootstrap resamples")
+    draws = _finite_draws(draws, "bootstrap resamples", inputs)
     low, high = _percentile_interval(draws, level)
     return Estimate(
         estimate,
@@ -201,9 +209,14 @@ def paired_bootstrap(
             return float(np.max(va) - np.mean(vb))
         return float(np.mean(va) - np.mean(vb))
 
+    def inputs():
+        return _input_problem([a[0], b[0]] if seeds is None else [a, b], ["a", "b"])
+
     full_a = np.array([statistic(x) for x in a], dtype=np.float64)
     full_b = np.array([statistic(x) for x in b], dtype=np.float64)
     estimate = combine(full_a, full_b)
+    if not np.isfinite(estimate) and inputs():
+        raise ValueError(inputs())
     draws = []
     for _ in range(n_boot):
         rows = units.rows(rng.integers(0, units.n, units.n))
@@ -214,7 +227,7 @@ def paired_bootstrap(
             draws.append(combine(values_a, values_b, pick_a, pick_b))
         else:
             draws.append(combine(values_a, values_b))
-    draws = _finite_draws(draws, "bootstrap resamples")
+    draws = _finite_draws(draws, "bootstrap resamples", inputs)
     low, high = _percentile_interval(draws, level)
     described = unit if seeds is None else f"{unit} x seeds ({n_a} vs {n_b}; {seeds})"
     return Estimate(
@@ -278,6 +291,9 @@ def permutation_test(
     n_perm, rng = _check_count("n_perm", n_perm), _rng(seed)
     _check_level(level)
     observed = float(statistic(a, b))
+    if not np.isfinite(observed):
+        problem = _input_problem([a, b], ["a", "b"])
+        raise ValueError(problem or f"the statistic is {observed} on the observed samples")
     draws = np.empty(n_perm)
     if paired:
         expand = (slice(None),) + (None,) * (a.ndim - 1)

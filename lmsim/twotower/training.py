@@ -386,7 +386,14 @@ class TrainedTwoTower:
 def load_two_tower(path: str | Path, device: str | torch.device = "cpu") -> TrainedTwoTower:
     """Load a run folder written by :func:`train_two_tower`."""
     path = Path(path)
-    verify_entry(path, "a finished two-tower run (train_two_tower)", legacy=_legacy_facts)
+    what = "a finished two-tower run (train_two_tower)"
+    verify_entry(path, what, legacy=_legacy_facts)
+    lacking = [name for name in (_FACTS, _WEIGHTS) if not (path / name).is_file()]
+    if lacking:  # another kind of lmsim entry: a zoo model, a fine-tune, a tokenizer
+        raise FileNotFoundError(
+            f"{str(path)!r} is an lmsim cache entry without {' and '.join(lacking)}: it is "
+            f"not {what}"
+        )
     facts = json.loads((path / _FACTS).read_text())
     device = resolve_device(device)
     config = TowerConfig(**facts["config"])

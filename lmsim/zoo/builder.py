@@ -14,7 +14,7 @@ import torch
 from safetensors.torch import save_file
 from tqdm.auto import tqdm
 
-from lmsim._io import MARKER, entry_dir, open_entry
+from lmsim._io import MARKER, entry_dir, open_entry, remove_entry
 from lmsim._runtime import architecture, quiet_transformers, resolve_device
 from lmsim.training import (
     TrainingRun,
@@ -120,7 +120,30 @@ def _discard_outdated(path: Path) -> None:
         and _missing_records(path)
         and open_entry(path, "training it again", legacy=_legacy_sizes, stacklevel=4)
     ):
-        shutil.rmtree(path)
+        _remove_build(path)
+
+
+def _remove_build(path: Path) -> None:
+    """Delete a built model folder, only when it is lmsim's whole build with nothing in it
+    its marker does not list (:func:`lmsim._io.remove_entry`); a damaged build is moved
+    aside (``open_entry``), anything else raises ``FileExistsError``, untouched."""
+    if not (path.exists() or path.is_symlink()):
+        return
+    if path.is_symlink() or not path.is_dir():
+        raise FileExistsError(
+            f"{str(path)!r} is not a zoo model lmsim built (a link or a file): lmsim never "
+            "moves or deletes what it did not write; move it away, or point LMSIM_CACHE at "
+            "another folder"
+        )
+    if not open_entry(path, "training it again", legacy=_legacy_sizes, stacklevel=5):
+        return  # damaged: moved aside, kept for inspection
+    try:
+        remove_entry(path)
+    except PermissionError as err:
+        raise FileExistsError(
+            f"{err}; lmsim never deletes what it did not write: move it away, or point "
+            "LMSIM_CACHE at another folder"
+        ) from None
 
 
 # Settings that change how a build runs, not what it trains. (Thread counts could change
@@ -434,7 +457,10 @@ def build(
         depend on ``jobs``: each model is a function of its seed, data and profile.
     rebuild : bool
         Delete ``names`` (and every model built from them) first and train them again,
-        e.g. after the profile's settings changed (:func:`stale_settings`).
+        e.g. after the profile's settings changed (:func:`stale_settings`). Only whole
+        builds of lmsim's are deleted (a damaged one is moved aside); a folder of yours at
+        a model's path, or a build holding files lmsim did not write, raises
+        ``FileExistsError`` and is left as it is.
 
     Returns
     -------
@@ -451,7 +477,7 @@ def build(
     if rebuild:
         names = list(dict.fromkeys(d for n in names for d in [n, *_dependents(n)]))
         for name in names:
-            shutil.rmtree(_root(prof) / name, ignore_errors=True)
+            _remove_build(_root(prof) / name)
             shutil.rmtree(_root(prof) / f".{name}.partial", ignore_errors=True)
     todo = list(dict.fromkeys(dep for name in names for dep in _dependencies(name)))
     for name in todo:

@@ -61,7 +61,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.threads:
             prof = dataclasses.replace(prof, threads=args.threads)
         started = time.perf_counter()
-        paths = build(args.only, prof, jobs=args.jobs, rebuild=args.rebuild)
+        try:
+            paths = build(args.only, prof, jobs=args.jobs, rebuild=args.rebuild)
+        except FileExistsError as err:  # a folder lmsim did not write, at a model's path
+            print(f"python -m lmsim.zoo: error: {err}", file=sys.stderr)
+            return 2
         seconds = time.perf_counter() - started
         print(f"built {len(paths)} models in {seconds:.1f} s under {_root(prof)}")
     print(list_table(prof))

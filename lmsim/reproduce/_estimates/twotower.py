@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from lmsim._cache import check_name
 from lmsim.reproduce._estimates._common import (
     _fetch_data,
     _on_gpu,
@@ -86,7 +87,8 @@ def twotower_preference(params: Mapping, machine: Machine) -> Estimate:
         est.disk_output += 4.0 * shape.params * 4
     est.seconds += train_seconds / (jobs if on_gpu else 1)
     # The trained towers (twotower/<profile>/) are read by this page only.
-    est.scratch_entries([f"twotower/{params.get('profile', 'smoke')}/*"], est.disk_output)
+    profile = check_name(params.get("profile", "smoke"), "parameter `profile` (a cache folder)")
+    est.scratch_entries([f"twotower/{profile}/*"], est.disk_output)
     est.peak(
         "ram",
         BASE_RAM + params["n_score_chunks"] * T * 8.0 * 2,
