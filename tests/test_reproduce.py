@@ -394,6 +394,24 @@ def test_provenance_replaces_the_title_of_a_renamed_page(tmp_path):
     assert "Executed with profile `gpu`" in cells[1].source
 
 
+def test_add_provenance_drops_papermills_machine_paths(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# T")]
+    nb.metadata["papermill"] = {
+        "input_path": "/work/main/notebooks/c/p.ipynb",
+        "output_path": "/work/main/book/c/.p.running1.ipynb",
+        "parameters": {"n": 1},
+    }
+    path = tmp_path / "page.ipynb"
+    nbformat.write(nb, str(path))
+    info = {"profile": "default", "parameters": {}, "versions": {}, "device": "cpu",
+            "wall_time_s": 1.0, "date": "2026-11-26 16:00 UTC"}  # fmt: skip
+    reproduce.add_provenance(path, info)
+    meta = nbformat.read(str(path), as_version=4).metadata
+    assert meta["papermill"] == {"parameters": {"n": 1}}
+    assert "/work/" not in path.read_text()
+
+
 def test_list_names_sources_and_skipped_pages(sourced, capsys):
     assert reproduce.main(["--root", str(sourced), "--list", "--profile", "default"]) == 0
     out = capsys.readouterr().out

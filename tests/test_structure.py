@@ -5,6 +5,7 @@ Parametrized over what exists, so these hold with an empty manifest and with cha
 
 import ast
 import io
+import json
 import os
 import re
 import shutil
@@ -256,6 +257,46 @@ def test_executed_page_has_provenance(path):
         f"{path} was executed from {meta['source']}, not from its entry's source notebook"
     )
     assert any(reproduce.PROVENANCE_TAG in _tags(cell) for cell in nb.cells)
+
+
+# An absolute path of a machine: a Unix home, root's home, a work or temporary folder.
+_MACHINE_PATH = re.compile(r"(?<![\w.])/(?:home|root|work|tmp|Users|private)/[^\s\"']+")
+
+
+def _machine_paths(value, where="metadata"):
+    """``(where, text)`` of every string in a JSON value that holds an absolute machine path."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _machine_paths(item, f"{where}.{key}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _machine_paths(item, f"{where}[{index}]")
+    elif isinstance(value, str) and _MACHINE_PATH.search(value):
+        yield where, value
+
+
+@pytest.mark.parametrize("path", EXECUTED, ids=_ids(EXECUTED))
+def test_executed_page_metadata_keeps_no_machine_paths(path):
+    """papermill writes the executing machine's input and output paths into a page's
+    metadata; the runner drops them, and no other metadata names a machine's folders."""
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    papermill = nb["metadata"].get("papermill", {})
+    assert not {"input_path", "output_path"} & set(papermill), (
+        f"{path}: metadata.papermill keeps {sorted({'input_path', 'output_path'} & set(papermill))}"
+    )
+    found = list(_machine_paths(nb["metadata"]))
+    found += [
+        hit
+        for index, cell in enumerate(nb["cells"])
+        for hit in _machine_paths(cell.get("metadata", {}), f"cells[{index}].metadata")
+    ]
+    assert not found, f"{path}: machine paths in the page's metadata: {found[:3]}"
+
+
+def test_machine_path_check_finds_papermill_paths():
+    meta = {"papermill": {"input_path": "/work/main/notebooks/a.ipynb", "duration": 1.0}}
+    assert [w for w, _ in _machine_paths(meta)] == ["metadata.papermill.input_path"]
+    assert not list(_machine_paths({"source": "notebooks/a.ipynb", "unit": "km/h"}))
 
 
 def test_page_source_pairs_pages_with_their_entry(tmp_path):

@@ -10,6 +10,9 @@ PROVENANCE_TAG = "lmsim-provenance"
 INJECTED_TAG = "injected-parameters"
 # Jupyter Book 1 folds cells with this tag: readers see the parameters cells folded.
 FOLD_TAG = "hide-cell"
+# Keys papermill writes into a page's metadata that name the executing machine's files (its
+# absolute input path and the runner's temporary output file): never kept in a page.
+MACHINE_PATH_KEYS = ("input_path", "output_path")
 
 
 def _format_value(value: Any, limit: int = 80) -> str:
@@ -75,9 +78,19 @@ def _title_index(cells: list) -> int:
     return -1
 
 
+def strip_machine_paths(metadata: dict) -> None:
+    """Drop papermill's ``input_path`` and ``output_path`` from a page's ``metadata`` (in
+    place): absolute paths of the machine that executed it, which a page must not keep."""
+    papermill = metadata.get("papermill")
+    if isinstance(papermill, dict):
+        for key in MACHINE_PATH_KEYS:
+            papermill.pop(key, None)
+
+
 def add_provenance(path: str | Path, info: Mapping[str, Any]) -> None:
     """Record ``info`` in ``metadata["lmsim"]`` of the notebook at ``path`` and describe it
-    in a markdown cell (tagged ``lmsim-provenance``) right after the title cell.
+    in a markdown cell (tagged ``lmsim-provenance``) right after the title cell; papermill's
+    machine paths are dropped from the metadata (:func:`strip_machine_paths`).
 
     Parameters
     ----------
@@ -93,6 +106,7 @@ def add_provenance(path: str | Path, info: Mapping[str, Any]) -> None:
 
     nb = nbformat.read(str(path), as_version=4)
     nb.metadata["lmsim"] = dict(info)
+    strip_machine_paths(nb.metadata)
     nb.cells = [
         cell for cell in nb.cells if PROVENANCE_TAG not in cell.get("metadata", {}).get("tags", [])
     ]
