@@ -15,7 +15,7 @@ from lmsim.stats._estimate import (
     _percentile_interval,
     _rng,
 )
-from lmsim.stats._reliability import _correlation, _halves_of_groups
+from lmsim.stats._reliability import _correlation, _item_halves
 
 _NAMES = ("r", "reliability_a", "reliability_b", "ceiling", "same_text")
 
@@ -142,44 +142,7 @@ def cross_fitted_correlation(
         )
     if not (np.isfinite(a).all() and np.isfinite(b).all()):
         raise ValueError("`a` and `b` must be finite; drop the observations without a score")
-    if groups is None:
-        if a.ndim != 2 or a.shape[1] < 2:
-            raise ValueError(
-                f"`a` and `b` without `groups` must have shape (n_items, n_obs >= 2), got "
-                f"{a.shape}; pass `groups` for one observation per row"
-            )
-        n_items, half = a.shape[0], a.shape[1] // 2
-
-        def split():
-            cols = rng.permutation(a.shape[1])
-            first, second = cols[:half], cols[half : 2 * half]
-            return (
-                a[:, first].mean(1), a[:, second].mean(1),
-                b[:, first].mean(1), b[:, second].mean(1),
-            )  # fmt: skip
-
-    else:
-        groups = np.asarray(groups)
-        if a.ndim != 1 or groups.shape != a.shape:
-            raise ValueError(
-                f"with `groups`, `a`, `b` and `groups` must be 1-D of one length, got "
-                f"{a.shape} and {groups.shape}"
-            )
-        _, codes = np.unique(groups, return_inverse=True)
-        kept = np.bincount(codes)[codes] >= 2
-        a, b = a[kept], b[kept]
-        _, codes = np.unique(codes[kept], return_inverse=True)
-        n_items = int(codes.max()) + 1 if len(codes) else 0
-
-        def split():
-            first, second, _ = _halves_of_groups(codes, n_items, rng)
-            count = np.bincount(codes[first], minlength=n_items)
-
-            def means(x, half):
-                return np.bincount(codes[half], x[half], minlength=n_items) / count
-
-            return means(a, first), means(a, second), means(b, first), means(b, second)
-
+    n_items, split = _item_halves([a, b], groups, rng, ["a", "b"])
     if n_items < 3:
         raise ValueError(f"a cross-fitted correlation needs at least 3 items, got {n_items}")
     estimates = np.nanmean([_five(*split(), method) for _ in range(n_splits)], axis=0)

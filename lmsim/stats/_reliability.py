@@ -67,6 +67,61 @@ def _halves_of_groups(codes, n_items, rng):
     return first, second, half
 
 
+def _item_halves(arrays, groups, rng, names):
+    """The items of ``arrays`` (scored alike) and a function drawing one random split.
+
+    Each call of the returned ``split()`` draws disjoint halves of every item's observations
+    (the same halves for every array) and returns ``(x1, x2, y1, y2, ...)``: each array's
+    per-item means over the first and the second half. Without ``groups`` the arrays are
+    ``(n_items, n_obs)`` and the halves are columns; with ``groups`` they are 1-D, one
+    observation per row, items with fewer than two observations dropped.
+
+    Returns
+    -------
+    n_items : int
+    split : callable
+    """
+    label = " and ".join(f"`{n}`" for n in names)
+    if groups is None:
+        first = arrays[0]
+        if first.ndim != 2 or first.shape[1] < 2:
+            raise ValueError(
+                f"{label} without `groups` must have shape (n_items, n_obs >= 2), got "
+                f"{first.shape}; pass `groups` for one observation per row"
+            )
+        n_items, half = first.shape[0], first.shape[1] // 2
+
+        def split():
+            cols = rng.permutation(first.shape[1])
+            one, two = cols[:half], cols[half : 2 * half]
+            return tuple(m for x in arrays for m in (x[:, one].mean(1), x[:, two].mean(1)))
+
+        return n_items, split
+    groups = np.asarray(groups)
+    if arrays[0].ndim != 1 or groups.shape != arrays[0].shape:
+        listed = ", ".join(f"`{n}`" for n in names)
+        raise ValueError(
+            f"with `groups`, {listed} and `groups` must be 1-D of one length, got "
+            f"{arrays[0].shape} and {groups.shape}"
+        )
+    _, codes = np.unique(groups, return_inverse=True)
+    kept = np.bincount(codes)[codes] >= 2
+    arrays = [x[kept] for x in arrays]
+    _, codes = np.unique(codes[kept], return_inverse=True)
+    n_items = int(codes.max()) + 1 if len(codes) else 0
+
+    def split():
+        first, second, _ = _halves_of_groups(codes, n_items, rng)
+        count = np.bincount(codes[first], minlength=n_items)
+        return tuple(
+            np.bincount(codes[h], x[h], minlength=n_items) / count
+            for x in arrays
+            for h in (first, second)
+        )
+
+    return n_items, split
+
+
 def split_half_reliability(
     values,
     groups=None,
@@ -115,38 +170,7 @@ def split_half_reliability(
     problem = _input_problem([values], ["values"])
     if problem:  # the item means would be NaN or inf: no correlation is defined
         raise ValueError(problem)
-    if groups is None:
-        if values.ndim != 2 or values.shape[1] < 2:
-            raise ValueError(
-                f"`values` without `groups` must have shape (n_items, n_obs >= 2), got "
-                f"{values.shape}; pass `groups` for one observation per row"
-            )
-        n_items, half = values.shape[0], values.shape[1] // 2
-
-        def split():
-            cols = rng.permutation(values.shape[1])
-            return values[:, cols[:half]].mean(1), values[:, cols[half : 2 * half]].mean(1)
-
-    else:
-        groups = np.asarray(groups)
-        if values.ndim != 1 or groups.shape != values.shape:
-            raise ValueError(
-                f"with `groups`, `values` and `groups` must be 1-D of one length, got "
-                f"{values.shape} and {groups.shape}"
-            )
-        _, codes = np.unique(groups, return_inverse=True)
-        kept = np.bincount(codes)[codes] >= 2
-        values = values[kept]
-        _, codes = np.unique(codes[kept], return_inverse=True)
-        n_items = int(codes.max()) + 1 if len(codes) else 0
-
-        def split():
-            first, second, half = _halves_of_groups(codes, n_items, rng)
-            sums_a = np.bincount(codes[first], values[first], minlength=n_items)
-            sums_b = np.bincount(codes[second], values[second], minlength=n_items)
-            count = np.bincount(codes[first], minlength=n_items)
-            return sums_a / count, sums_b / count
-
+    n_items, split = _item_halves([values], groups, rng, ["values"])
     if n_items < 3:
         raise ValueError(f"split-half reliability needs at least 3 items, got {n_items}")
     estimates = [spearman_brown(_correlation(*split(), method)) for _ in range(n_splits)]
