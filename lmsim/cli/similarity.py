@@ -223,20 +223,11 @@ def _moments(args, console: Console, rows: list[str]):
     if not rows:
         return extract(args, console, texts), None
     from lmsim.extract import extract_activations
+    from lmsim.extract.cli import row_options
 
     console.say(f"keeping the activations for {', '.join(rows)}")
     acts = extract_activations(
-        names,
-        texts,
-        layers=layers,
-        pooling=args.pooling,
-        subword=args.subword,
-        max_length=args.max_length,
-        batch_size=args.batch_size,
-        device=args.device,
-        dtype=args.dtype,
-        zoo_profile=args.zoo_profile,
-        progress=console.progress,
+        names, texts, layers=layers, **row_options(args), progress=console.progress
     )
     return Moments.from_arrays(acts), acts
 

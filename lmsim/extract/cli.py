@@ -9,23 +9,31 @@ from lmsim.extract.distributed import LauncherProcessGroup
 from lmsim.extract.streaming import extract_moments
 
 
+def row_options(args) -> dict:
+    """The options of one extraction's rows that every command line takes alike
+    (``pooling, subword, max_length, batch_size, device, dtype, zoo_profile``)."""
+    return {
+        "pooling": args.pooling,
+        "subword": args.subword,
+        "max_length": args.max_length,
+        "batch_size": args.batch_size,
+        "device": args.device,
+        "dtype": args.dtype,
+        "zoo_profile": args.zoo_profile,
+    }
+
+
 def moments_from_options(args, models, texts, layers, progress: bool):
     """:func:`extract_moments` with the extraction options both command lines share
-    (``pooling, subword, max_length, batch_size, shard_size, device, dtype, no_cache,
-    zoo_profile``: ``python -m lmsim.extract`` and ``lmsim extract``)."""
+    (:func:`row_options` plus ``shard_size`` and ``no_cache``: ``python -m lmsim.extract``
+    and ``lmsim extract``)."""
     return extract_moments(
         models,
         texts,
         layers=layers,
-        pooling=args.pooling,
-        subword=args.subword,
-        max_length=args.max_length,
-        batch_size=args.batch_size,
+        **row_options(args),
         shard_size=args.shard_size,
-        device=args.device,
-        dtype=args.dtype,
         cache=not args.no_cache,
-        zoo_profile=args.zoo_profile,
         progress=progress,
     )
 
