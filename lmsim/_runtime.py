@@ -208,8 +208,9 @@ def architecture(model) -> dict:
 
 @functools.cache
 def cpu_model() -> str:
-    """The processor: ``/proc/cpuinfo``'s model name with its family, model and stepping
-    (a virtual machine often shows a generic name such as "AMD EPYC"), else the platform's
+    """The processor: ``/proc/cpuinfo``'s model name with its vendor, family, model and
+    stepping (a virtual machine often shows a generic name such as "AMD EPYC"; MKL chooses
+    its kernels by the vendor: docs/reproducibility.md), else the platform's
     processor string, else ``"unknown"``. With torch's CPU capability, what a CPU build of a
     trained model depends on beyond its seed (MKL picks its GEMM kernels by processor)."""
     fields: dict[str, str] = {}
@@ -225,5 +226,6 @@ def cpu_model() -> str:
     name = fields.get("model name")
     if not name:
         return platform.processor() or platform.machine() or "unknown"
-    ids = [f"{k} {fields[k]}" for k in ("cpu family", "model", "stepping") if fields.get(k)]
+    ids = [fields["vendor_id"]] if fields.get("vendor_id") else []
+    ids += [f"{k} {fields[k]}" for k in ("cpu family", "model", "stepping") if fields.get(k)]
     return f"{name} ({', '.join(ids)})" if ids else name

@@ -152,6 +152,22 @@ def test_older_records_get_their_tolerance_from_subject_unit_and_values():
     assert verify.compare_pages("c/p", old, new, {"trained": ["^claim: a beats"]})[0].ok
 
 
+def test_pages_from_the_same_kind_of_machine_hold_trained_quantities_tight():
+    machine = {"cpu_model": "AMD EPYC (AuthenticAMD, cpu family 25, model 17, stepping 1)",
+               "cpu_capability": "AVX512", "lmsim_threads": 1}  # fmt: skip
+    zoo = {"subject": "zoo", "unit": "sentences"}
+    old = _page([_claim(0.5, [0.4, 0.6], **zoo)], [_table("0.812", row="zoo/mlm-s0")])
+    new = _page([_claim(0.51, [0.41, 0.61], **zoo)], [_table("0.815", row="zoo/mlm-s0")])
+    for page in (old, new):
+        page["metadata"] = {"lmsim": {"machine": machine, "trained_models": {"zoo/a": "1f"}}}
+    checks = verify.compare_pages("c/p", old, new, {})
+    assert [c.verdict for c in checks[:2]] == ["differs", "differs"]
+    new["metadata"]["lmsim"]["trained_models"] = {"zoo/a": "2e"}  # other weights
+    assert all(c.ok for c in verify.compare_pages("c/p", old, new, {}))
+    del old["metadata"]  # a page from before the processor was recorded
+    assert all(c.ok for c in verify.compare_pages("c/p", old, new, {}))
+
+
 def test_sanity_leftovers_near_zero_get_an_absolute_floor():
     old = _page([{"claim": "CKA(x, x) = 1", "kind": "sanity", "holds": True, "ours": "2.1e-08"}])
     new = _page([{"claim": "CKA(x, x) = 1", "kind": "sanity", "holds": True, "ours": "3.5e-09"}])
@@ -296,7 +312,25 @@ def test_the_repository_lock_is_read_and_recorded():
     assert "torch" not in pins and "transformers" in pins and "jupyter-book" in pins
     warning = environment.lock_warning({**info, "matches_lock": False, "differences": ["a: b"]})
     assert "differs from requirements/lock-cpu-py311.txt" in warning
-    assert environment.machine_info()["usable_cores"] >= 1
+    machine = environment.machine_info()
+    assert machine["usable_cores"] >= 1 and machine["cpu_model"]
+
+
+def test_provenance_names_the_zoo_weights_by_their_hashes(tmp_path, monkeypatch):
+    monkeypatch.setenv("LMSIM_CACHE", str(tmp_path))
+    assert environment.trained_models("default") == {}
+    folder = tmp_path / "zoo" / "default"
+    (folder / "mlm-s0").mkdir(parents=True)
+    (folder / "mlm-s0" / "zoo.json").write_text(
+        json.dumps({"weights_sha256": {"model.safetensors": "4ca9e11344bb0cca" + "0" * 48}})
+    )
+    (folder / "clm-s0").mkdir()
+    (folder / "clm-s0" / "zoo.json").write_text(json.dumps({"name": "clm-s0"}))
+    assert environment.trained_models("default") == {
+        "zoo/mlm-s0": "4ca9e11344bb0cca",
+        "zoo/clm-s0": "unrecorded",
+    }
+    assert environment.trained_models(None) == {}
 
 
 def test_compare_judges_pages_executed_elsewhere_without_executing(tmp_path, capsys):

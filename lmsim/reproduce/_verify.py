@@ -18,10 +18,12 @@ property of each quantity (:class:`lmsim.claims.Tolerance`), known where it is p
 
 ``fixed``: float64-tight (``rtol`` 1e-6, absolute floor 1e-9); ``exact``: equal; ``trained``:
 within its seed spread, or its verdict only (a trained table cell: only that it is there);
-a printed number also agrees within one unit of its last printed digit. Any changed
-verdict fails, whatever the numbers; so does a quantity of the committed page the new one
-lacks, a claim only the new page has, and a page with nothing to compare (its outputs
-cleared).
+a printed number also agrees within one unit of its last printed digit. When both pages'
+provenance names the same processor, CPU capability, threads and zoo weights
+(:func:`same_machine`), training was bit-identical and ``trained`` quantities are held
+float64-tight as well. Any changed verdict fails, whatever the numbers; so does a quantity
+of the committed page the new one lacks, a claim only the new page has, and a page with
+nothing to compare (its outputs cleared).
 """
 
 from __future__ import annotations
@@ -330,8 +332,9 @@ class Tolerances:
     """The tolerance of each quantity of one page: its own (a claim record's), else what
     the page's manifest entry and the labels say (see the module's docstring)."""
 
-    def __init__(self, entry: Mapping | None):
+    def __init__(self, entry: Mapping | None, same_machine: bool = False):
         entry = dict(entry or {})
+        self.same_machine = same_machine
         trained_patterns = entry.get("trained", [])
         self.all_trained = trained_patterns == "all"
         self.trained = [] if self.all_trained else [re.compile(p) for p in trained_patterns]
@@ -341,6 +344,13 @@ class Tolerances:
         self.figures = entry.get("figures", "count")
 
     def __call__(self, key: str, old: Quantity, new: Quantity | None = None) -> Tolerance:
+        tolerance = self._of(key, old, new)
+        if self.same_machine and tolerance.kind == "trained":
+            # Training is bit-identical on one kind of machine: nothing may move.
+            return fixed()
+        return tolerance
+
+    def _of(self, key: str, old: Quantity, new: Quantity | None) -> Tolerance:
         own = old.tolerance or (new.tolerance if new is not None else None)
         if own is not None:
             return own
@@ -364,6 +374,29 @@ class Tolerances:
         if named or _ZOO.search(f"{old.row} / {old.column}"):
             return trained()
         return fixed()
+
+
+def machine_of(nb: Mapping) -> tuple | None:
+    """What a page's trained weights depend on, from its provenance: the processor (vendor,
+    family, model), torch's CPU capability, lmsim's threads and the zoo weights' hashes;
+    None for a page whose provenance predates the processor's record."""
+    info = (nb.get("metadata") or {}).get("lmsim") or {}
+    machine = info.get("machine") or {}
+    if not machine.get("cpu_model"):
+        return None
+    return (
+        machine["cpu_model"],
+        machine.get("cpu_capability"),
+        machine.get("lmsim_threads"),
+        tuple(sorted((info.get("trained_models") or {}).items())),
+    )
+
+
+def same_machine(committed: Mapping, now: Mapping) -> bool:
+    """Whether both pages were executed on the same kind of machine (:func:`machine_of`):
+    then training is bit-identical and trained quantities are held float64-tight too."""
+    key = machine_of(committed)
+    return key is not None and key == machine_of(now)
 
 
 def _agree(tolerance: Tolerance, old: Quantity, new: Quantity) -> bool | None:
@@ -399,7 +432,7 @@ def compare_pages(page: str, committed: Mapping, now: Mapping, verify: Mapping) 
         One per quantity of the committed page, and one per claim only ``now`` has (a
         disagreement); empty when neither shows any (the caller fails such a page).
     """
-    tolerance_of = Tolerances(verify)
+    tolerance_of = Tolerances(verify, same_machine=same_machine(committed, now))
     before, after = page_quantities(committed), page_quantities(now)
     checks = []
     for key, old in before.items():
