@@ -152,6 +152,43 @@ def test_older_records_get_their_tolerance_from_subject_unit_and_values():
     assert verify.compare_pages("c/p", old, new, {"trained": ["^claim: a beats"]})[0].ok
 
 
+def _pooled(effects: dict, subject: str = "pretrained") -> dict:
+    """The record of a pooled claim (issue 41's ``groups=``) over groups with these effects."""
+    from lmsim import stats
+
+    def est(x):
+        return stats.Estimate(x, x - 0.5, x + 0.5, unit="sentences", n=100, method="bootstrap")
+
+    claims = claims_lib.Claims("demo", "01_page")
+    made = claims.report(
+        "alike across families", estimate=est(1.0), rule="> 0", subject=subject,
+        groups={g: est(x) for g, x in effects.items()}, pooled="model families", role="paper",
+    )  # fmt: skip
+    return made.record()
+
+
+def test_each_group_of_a_pooled_claim_is_compared_by_the_claims_tolerance():
+    old = _page([_pooled({"BERT": 1.0, "GPT": 0.8})])
+    keys = [c.quantity for c in verify.compare_pages("c/p", old, old, {})]
+    assert keys == [
+        "claim: alike across families",
+        "claim: alike across families | group BERT",
+        "claim: alike across families | group GPT",
+    ]
+    # A group moved (the pooled claim as it was): float64-tight for fixed inputs.
+    moved = _page([_pooled({"BERT": 1.0, "GPT": 0.8001})])
+    bad = [c for c in verify.compare_pages("c/p", old, moved, {}) if not c.ok]
+    assert [c.quantity for c in bad] == ["claim: alike across families | group GPT"]
+    # Trained: a group's verdict is compared, not its numbers.
+    old = _page([_pooled({"BERT": 1.0, "GPT": 0.8}, "zoo")])
+    moved = _page([_pooled({"BERT": 1.0, "GPT": 0.7}, "zoo")])
+    assert all(c.ok for c in verify.compare_pages("c/p", old, moved, {}))
+    flipped = _page([_pooled({"BERT": 1.0, "GPT": 0.3}, "zoo")])
+    bad = [c for c in verify.compare_pages("c/p", old, flipped, {}) if not c.ok]
+    assert "claim: alike across families | group GPT" in [c.quantity for c in bad]
+    assert all(c.verdict == "verdict changed" for c in bad)
+
+
 def test_pages_from_the_same_kind_of_machine_hold_trained_quantities_tight():
     machine = {"cpu_model": "AMD EPYC (AuthenticAMD, cpu family 25, model 17, stepping 1)",
                "cpu_capability": "AVX512", "lmsim_threads": 1}  # fmt: skip

@@ -240,7 +240,8 @@ def page_quantities(nb: Mapping) -> dict[str, Quantity]:
     Returns
     -------
     dict
-        ``{key: Quantity}``; keys name the claim (``claim: <text>``), the table cell
+        ``{key: Quantity}``; keys name the claim (``claim: <text>``; each group of a
+        pooled claim ``claim: <text> | group <name>``), the table cell
         (``table <cell>.<k>: <row labels> / <column labels>``, the k-th table of the
         ``cell``-th code cell, every level of a multi-level label joined by `` | ``; a
         label met twice gets `` #2``) or the figure (``figure <cell>.<k>``). Markdown
@@ -259,6 +260,9 @@ def page_quantities(nb: Mapping) -> dict[str, Quantity]:
                     # A page shows its claims twice (glued near the top, and in its claim
                     # check): each copy is a quantity, the second one keyed `#2`.
                     found[_unique(f"claim: {record['claim']}", found)] = _claim_quantity(record)
+                    for group in record.get("groups") or []:
+                        key = f"claim: {record['claim']} | group {group.get('group')}"
+                        found[_unique(key, found)] = _group_quantity(record, group)
             elif "text/html" in data:
                 tables += _parse(_text(data["text/html"]))
             if "image/png" in data:
@@ -295,6 +299,24 @@ def _claim_quantity(record: Mapping) -> Quantity:
     own = record.get("tolerance")
     tolerance = Tolerance.from_record(own) if own else None
     return Quantity(values, units, verdict, tolerance, "claim", record)
+
+
+def _group_quantity(record: Mapping, group: Mapping) -> Quantity:
+    """One group of a pooled claim (``groups``: each family, model or task under the same
+    rule): its estimate, interval and verdict, judged by the claim's tolerance, except that
+    a trained claim's seed spread (of the pooled values) does not bound a group: its verdict
+    is compared."""
+    values = [float(group["estimate"])] if group.get("estimate") is not None else []
+    values += [float(v) for v in group.get("interval") or []]
+    own = record.get("tolerance")
+    tolerance = Tolerance.from_record(own) if own else None
+    if tolerance is not None and tolerance.kind == "trained":
+        tolerance = trained()
+    parent = {k: record.get(k) for k in ("kind", "subject")}
+    return Quantity(
+        values, [0.0] * len(values), group.get("verdict"), tolerance, "claim",
+        {**parent, "unit": group.get("unit"), "values": None},
+    )  # fmt: skip
 
 
 def _table_quantities(table: Mapping, where: str) -> dict[str, Quantity]:
