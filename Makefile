@@ -109,8 +109,10 @@ book: install install-book-models
 	$(PYTHON) -m lmsim.reproduce --profile default --jobs $(BOOK_JOBS)
 	$(MAKE) --no-print-directory book-html
 
-# Re-execute every default page into _build/verify/default/ and compare each claim record and
-# table number with the committed page (tolerances: each entry's `verify` in notebooks/runs.yml).
+# Re-execute every default page into _build/verify/default/ and compare each claim record,
+# table cell and figure with the committed page, each by its own tolerance (exact, fixed,
+# trained, run: docs/reproducibility.md; a page's `verify` in notebooks/runs.yml adds what
+# its records cannot say).
 verify-book: install install-book-models
 	$(PYTHON) -m lmsim.reproduce --profile default --verify --no-progress --jobs $(BOOK_JOBS)
 

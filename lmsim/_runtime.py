@@ -8,6 +8,8 @@ configs the same way without importing each other.
 
 from __future__ import annotations
 
+import functools
+import platform
 from contextlib import contextmanager
 
 import torch
@@ -21,6 +23,7 @@ __all__ = [
     "text_config",
     "config_value",
     "architecture",
+    "cpu_model",
 ]
 
 
@@ -201,3 +204,28 @@ def architecture(model) -> dict:
             config, "max_position_embeddings", "n_positions", "max_seq_len"
         ),
     }
+
+
+@functools.cache
+def cpu_model() -> str:
+    """The processor: ``/proc/cpuinfo``'s model name with its vendor, family, model and
+    stepping (a virtual machine often shows a generic name such as "AMD EPYC"; MKL chooses
+    its kernels by the vendor: docs/reproducibility.md), else the platform's
+    processor string, else ``"unknown"``. With torch's CPU capability, what a CPU build of a
+    trained model depends on beyond its seed (MKL picks its GEMM kernels by processor)."""
+    fields: dict[str, str] = {}
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if not line.strip():
+                    break  # the first processor's block
+                key, _, value = line.partition(":")
+                fields.setdefault(key.strip(), value.strip())
+    except OSError:
+        pass
+    name = fields.get("model name")
+    if not name:
+        return platform.processor() or platform.machine() or "unknown"
+    ids = [fields["vendor_id"]] if fields.get("vendor_id") else []
+    ids += [f"{k} {fields[k]}" for k in ("cpu family", "model", "stepping") if fields.get(k)]
+    return f"{name} ({', '.join(ids)})" if ids else name

@@ -22,6 +22,7 @@ Nothing here imports from the rest of lmsim except the low helper modules.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import time
@@ -36,6 +37,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from lmsim._io import write_atomic
+from lmsim._runtime import cpu_model
 from lmsim._threads import thread_policy
 
 __all__ = [
@@ -50,6 +52,8 @@ __all__ = [
     "n_params",
     "maybe_compile",
     "CHECKPOINT",
+    "trained_on",
+    "weight_hashes",
 ]
 
 CHECKPOINT = "checkpoint.pt"
@@ -161,6 +165,46 @@ def step_generator(seed: int, step: int, stream: int = 0) -> torch.Generator:
     return torch.Generator().manual_seed(
         int(np.random.default_rng([seed, step, stream]).integers(2**62))
     )
+
+
+# --------------------------------------------------------------------------------------
+# What a trained model's weights depend on beyond its seed
+# --------------------------------------------------------------------------------------
+
+
+def trained_on(device: torch.device | str = "cpu") -> dict:
+    """The machine a model is trained on, for its build record: the processor's model
+    name, the CPU capability torch dispatches to, torch's intra-op threads and version.
+
+    Trained weights are bit-identical on one machine; another processor can give other
+    weights (MKL chooses its GEMM kernels by processor, oneDNN its GELU by instruction
+    set: docs/reproducibility.md), so each build records where it ran beside its weights'
+    hashes (:func:`weight_hashes`)."""
+    device = torch.device(device)
+    facts = {
+        "cpu_model": cpu_model(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+    }
+    if device.type == "cuda":
+        facts["gpu"] = torch.cuda.get_device_name(device)
+    return facts
+
+
+def weight_hashes(folder: Path, patterns: Sequence[str] = ("*.safetensors", "*.pt")) -> dict:
+    """``{file: sha256}`` of the weight files under ``folder`` (relative paths, sorted):
+    the fingerprint of a trained model, compared across machines."""
+    folder = Path(folder)
+    found = sorted({p for pattern in patterns for p in folder.rglob(pattern) if p.is_file()})
+    out = {}
+    for path in found:
+        digest = hashlib.sha256()
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+        out[path.relative_to(folder).as_posix()] = digest.hexdigest()
+    return out
 
 
 # --------------------------------------------------------------------------------------

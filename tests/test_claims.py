@@ -351,3 +351,50 @@ def test_write_results_generates_landing_tables(tmp_path):
     paper, controls = chapter.split("**Controls and contrasts** (1;")
     assert "**Paper claims** (7;" in paper and "rho rises with T (zoo)" not in paper
     assert "| control: rho rises with T (zoo) (zoo) |" in controls
+
+
+# ------------------------------------------------------------------------ tolerances
+def test_every_record_carries_the_tolerance_it_is_verified_by():
+    claims = cl.Claims("demo", "01_page")
+    claims.sanity("CKA of a layer with itself is 1", True)
+    claims.report("a count", estimate=stats.exact(3), rule="> 0")
+    sampled = stats.Estimate(0.4, 0.3, 0.5, unit="sentences", n=200, method="bootstrap")
+    claims.report("pretrained", estimate=sampled, rule="> 0", subject="pretrained")
+    claims.report("zoo", estimate=sampled, rule="> 0", subject="zoo")
+    claims.report("given", estimate=stats.exact(0.4), rule="> 0", tolerance=cl.trained(0.02))
+    kinds = {c.claim: c.tolerance for c in claims.records}
+    assert kinds["CKA of a layer with itself is 1"] == {"kind": "fixed", "rtol": 1e-6, "atol": 1e-6}
+    assert kinds["a count"] == {"kind": "exact"}
+    assert kinds["pretrained"] == {"kind": "fixed", "rtol": 1e-6, "atol": 1e-9}
+    assert kinds["zoo"] == {"kind": "trained", "spread": None}
+    assert kinds["given"] == {"kind": "trained", "spread": 0.02}
+    probes = cl.Claims("demo", "02_probes", trains=True)
+    probes.report("probe", estimate=stats.exact(0.4), rule="> 0", subject="pretrained")
+    assert probes.records[0].tolerance["kind"] == "trained"
+    assert "tolerance" in probes._payload()["claims"][0]
+
+
+def test_seed_spread_is_the_range_of_per_seed_values():
+    assert cl.seed_spread([0.5, 0.52, 0.56], "seeds") == pytest.approx(0.06)
+    assert cl.seed_spread([0.5, 0.52, 0.56], "test sentences") is None
+    assert cl.default_tolerance("reported", "zoo", "3 fine-tuning seeds", [1.0, 3.0]).spread == 2.0
+
+
+@pytest.mark.parametrize(
+    "text, unit", [("0.352", 0.001), ("1,574", 0.0), ("12.50", 0.01), ("2.1e-08", 1e-9)]
+)
+def test_printed_unit_is_one_unit_of_the_last_digit(text, unit):
+    assert cl.printed_unit(text) == pytest.approx(unit)
+
+
+def test_tolerance_agrees_and_rejects_bad_records():
+    Tolerance, exact, fixed, run, trained = cl.Tolerance, cl.exact, cl.fixed, cl.run, cl.trained
+    assert fixed().agrees(1.0, 1.0 + 5e-7) and not fixed().agrees(1.0, 1.0 + 5e-6)
+    assert fixed().agrees(0.352, 0.353, unit=0.001) and not exact().agrees(320, 321)
+    assert trained().agrees(0.1, 0.9) is None and run().agrees(1, 2) is None
+    assert trained(0.1).agrees(0.5, 0.59) and not trained(0.1).agrees(0.5, 0.61)
+    assert Tolerance.from_record(trained(0.1).record()) == trained(0.1)
+    with pytest.raises(ValueError, match="kind"):
+        Tolerance("loose")
+    with pytest.raises(ValueError, match="rtol"):
+        Tolerance("fixed", rtol=-1)

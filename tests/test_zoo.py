@@ -461,6 +461,23 @@ def test_tiny_zoo_metadata(tiny_zoo):
     assert len(facts["label_names"]) == 5 and facts["mfu"] is None
 
 
+def test_build_records_the_weights_hash_and_the_machine(tiny_zoo):
+    """Each build keeps its weights' sha256 and the processor it ran on: two machines'
+    builds of one model are told apart by them (docs/reproducibility.md)."""
+    import hashlib
+
+    from lmsim._runtime import cpu_model
+
+    for name in ("mlm-s0", "ft-bbcnews"):
+        facts = zoo.model_facts(name, "tiny")
+        weights = tiny_zoo[name] / "model.safetensors"
+        assert facts["weights_sha256"]["model.safetensors"] == (
+            hashlib.sha256(weights.read_bytes()).hexdigest()
+        )
+        assert facts["cpu_model"] == cpu_model() and facts["cpu_capability"]
+    assert "classifier.safetensors" in zoo.model_facts("ft-bbcnews", "tiny")["weights_sha256"]
+
+
 def test_validation_chunks_add_up_to_the_recorded_perplexities(tiny_zoo):
     chunks = {n: zoo.validation_chunks(n, "tiny") for n in ("mlm-s0", "mlm-s1", "distil-mlm")}
     chunks["clm-s0"] = zoo.validation_chunks("clm-s0", "tiny")

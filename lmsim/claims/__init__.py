@@ -56,6 +56,12 @@ top (:meth:`Claims.glue` and a ``{glue} claims`` directive). The landing pages a
 generated from the executed pages (:func:`collect`, :func:`results_markdown`,
 :func:`overview_markdown`), so they never drift from them. Pages executed before this
 format (records with a boolean ``holds`` and no interval) are still read.
+
+Each record also carries its *tolerance* (:class:`Tolerance`): how closely the same page
+executed on another machine must reproduce it. ``exact`` for counts and configuration,
+``fixed`` (float64-tight) for statistics of fixed inputs, ``trained`` for what rests on
+weights trained here (within its seed spread, or its verdict only), ``run`` for what
+measures the run. ``python -m lmsim.reproduce --verify`` judges each quantity by it.
 """
 
 from lmsim.claims._display import verdict_details
@@ -89,6 +95,20 @@ from lmsim.claims._tables import (
     results_markdown,
     roles,
 )
+from lmsim.claims._tolerance import (
+    FIXED_ATOL,
+    FIXED_RTOL,
+    SANITY_ATOL,
+    TOLERANCE_KINDS,
+    Tolerance,
+    default_tolerance,
+    exact,
+    fixed,
+    printed_unit,
+    run,
+    seed_spread,
+    trained,
+)
 
 __all__ = [
     "MIME_TYPE",
@@ -117,4 +137,16 @@ __all__ = [
     "combine_groups",
     "group_summary",
     "verdict_details",
+    "Tolerance",
+    "TOLERANCE_KINDS",
+    "FIXED_RTOL",
+    "FIXED_ATOL",
+    "SANITY_ATOL",
+    "default_tolerance",
+    "exact",
+    "fixed",
+    "trained",
+    "run",
+    "seed_spread",
+    "printed_unit",
 ]

@@ -24,6 +24,7 @@ from lmsim.claims._evidence import (
     side_p_values,
 )
 from lmsim.claims._rules import equivalence_threshold, judge_op, parse_rule
+from lmsim.claims._tolerance import Tolerance, default_tolerance
 from lmsim.stats import Estimate, Test
 
 MIME_TYPE = "application/vnd.lmsim.claims+json"
@@ -104,6 +105,10 @@ class Claim:
         For a member of a family of claims (:meth:`Claims.family`): its name and size, the
         correction (Holm), the p-value, the adjusted p-value, the unadjusted verdict and
         the adjusted one (which is ``verdict``).
+    tolerance : dict or None
+        How closely a re-execution elsewhere must agree
+        (:class:`~lmsim.claims.Tolerance` as a record: exact, fixed, trained with its
+        seed spread, or run); :class:`Claims` always sets it, records of older pages lack it.
     """
 
     claim: str
@@ -133,6 +138,7 @@ class Claim:
     equivalence: dict | None = None
     ceiling: dict | None = None
     family: dict | None = None
+    tolerance: dict | None = None
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -159,6 +165,10 @@ class Claim:
         if self.subject is not None and self.subject not in SUBJECTS:
             raise ValueError(f"`subject` must be one of {SUBJECTS} or None, got {self.subject!r}")
         _check_evidence_fields(self)
+        if isinstance(self.tolerance, Tolerance):
+            object.__setattr__(self, "tolerance", self.tolerance.record())
+        elif self.tolerance is not None:
+            object.__setattr__(self, "tolerance", Tolerance.from_record(self.tolerance).record())
 
     def record(self) -> dict:
         """The JSON-ready record (tuples as lists)."""
@@ -240,6 +250,11 @@ class Claims:
         The notebook's name (``"01_decomposition"``).
     digits : int
         Decimals of the displayed estimates.
+    trains : bool
+        Every claim of the page rests on models the page trains (probes or fine-tunes on a
+        pretrained model's features), whatever its ``subject``: their tolerance is
+        ``trained`` (see :func:`~lmsim.claims.default_tolerance`). A claim's own
+        ``tolerance=`` wins.
 
     Examples
     --------
@@ -251,14 +266,23 @@ class Claims:
     ['holds', 'holds']
     """
 
-    def __init__(self, chapter: str, page: str, digits: int = 3):
+    def __init__(self, chapter: str, page: str, digits: int = 3, trains: bool = False):
         self.chapter, self.page, self.digits = str(chapter), str(page), int(digits)
+        self.trains = bool(trains)
         self.records: list[Claim] = []
         self._family: dict | None = None
 
-    def _add(self, claim: Claim) -> Claim:
-        """Record ``claim``; the same text again is the same record (a cell run twice), else
-        a ``ValueError``: a later record must not silently replace an earlier one."""
+    def _add(self, claim: Claim, tolerance: Tolerance | None = None) -> Claim:
+        """Record ``claim`` with its tolerance: the one given, else :func:`default_tolerance`
+        of its kind, subject, unit and values. The same text again is the same record (a
+        cell run twice), else a ``ValueError``: a later record must not silently replace an
+        earlier one."""
+        if tolerance is None and claim.tolerance is None:
+            tolerance = default_tolerance(
+                claim.kind, claim.subject, claim.unit, claim.values, self.trains
+            )
+        if tolerance is not None:
+            claim = replace(claim, tolerance=tolerance.record())
         for earlier in self.records:
             if earlier.claim == claim.claim and earlier != claim:
                 raise ValueError(
@@ -399,6 +423,7 @@ class Claims:
         ceiling=None,
         paper_value: float | None = None,
         costs: Mapping[str, str] | None = None,
+        tolerance: Tolerance | None = None,
     ) -> Claim:
         """Assert a claim that must hold at every scale.
 
@@ -414,7 +439,8 @@ class Claims:
                 claim, "asserted", condition, ours, paper, note, estimate, rule, null,
                 subject, control_of, role=role, groups=groups, pooled=pooled,
                 reference=reference, ceiling=ceiling, paper_value=paper_value, costs=costs,
-            )
+            ),
+            tolerance,
         )  # fmt: skip
         if made.verdict != "holds" and not dry_run():  # stand-ins' numbers assert nothing
             raise AssertionError(f"claim asserted at every profile failed: {_detail(made)}")
@@ -440,6 +466,7 @@ class Claims:
         ceiling=None,
         paper_value: float | None = None,
         costs: Mapping[str, str] | None = None,
+        tolerance: Tolerance | None = None,
     ) -> Claim:
         """Record a claim with its verdict at this scale, without asserting it.
 
@@ -488,6 +515,10 @@ class Claims:
         costs : mapping of str to str, optional
             The cost of one more unit of each variance component, for the note of what
             would settle an inconclusive claim (``{"seeds": "40 min each"}``).
+        tolerance : Tolerance, optional
+            How closely a re-execution elsewhere must agree (``--verify``); by default
+            :func:`~lmsim.claims.default_tolerance` of the claim's kind, subject, unit and
+            values, and the page's ``trains``.
 
         Returns
         -------
@@ -499,7 +530,8 @@ class Claims:
                 claim, "reported", holds, ours, paper, note, estimate, rule, null, subject,
                 control_of, role=role, groups=groups, pooled=pooled, reference=reference,
                 ceiling=ceiling, paper_value=paper_value, costs=costs,
-            )
+            ),
+            tolerance,
         )  # fmt: skip
 
     def not_testable(
@@ -512,6 +544,7 @@ class Claims:
         control_of: str | None = None,
         measured: Estimate | None = None,
         role: str | None = None,
+        tolerance: Tolerance | None = None,
     ) -> Claim:
         """Record a claim this page cannot decide, with the measured reason.
 
@@ -526,7 +559,8 @@ class Claims:
             Claim(
                 claim, "reported", None, ours, paper, note, verdict="not testable here",
                 subject=subject, control_of=control_of, role=role,
-            )
+            ),
+            tolerance,
         )  # fmt: skip
 
     def not_run(

@@ -23,7 +23,15 @@ from lmsim.extract import model_inputs
 from lmsim.finetune._heads import _new_classifier, _share_body, freeze_layers
 from lmsim.finetune._settings import FinetuneSettings, _check_task, _digest, _unpack
 from lmsim.models import load_model
-from lmsim.training import TrainingRun, TrainSettings, batch_indices, n_params, train
+from lmsim.training import (
+    TrainingRun,
+    TrainSettings,
+    batch_indices,
+    n_params,
+    train,
+    trained_on,
+    weight_hashes,
+)
 
 _FACTS = "finetune.json"
 
@@ -164,7 +172,8 @@ def _build(
             "trainable_params": sum(p.numel() for p in models[0].parameters() if p.requires_grad),
             "n_frozen_tensors": len(frozen),
             "device": str(device),
-            "torch": torch.__version__,
+            **trained_on(device),
+            "weights_sha256": weight_hashes(tmp),
         }
         facts["files"] = {
             str(p.relative_to(tmp)): p.stat().st_size

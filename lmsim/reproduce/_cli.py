@@ -82,8 +82,9 @@ def _parser() -> argparse.ArgumentParser:
         "--verify",
         action="store_true",
         help="re-execute the selected pages into _build/verify/<profile>/ and compare every "
-        "number of their claim records and tables with the committed pages (tolerances: "
-        "each entry's `verify` in notebooks/runs.yml); exit 1 on any disagreement",
+        "number of their claim records, tables and figures with the committed pages, each "
+        "by its own tolerance (docs/reproducibility.md; a page's `verify` in "
+        "notebooks/runs.yml adds what its records cannot say); exit 1 on any disagreement",
     )
     parser.add_argument(
         "--compare",

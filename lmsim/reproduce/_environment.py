@@ -10,6 +10,7 @@ CPU capability torch dispatches to and the thread policy.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 from collections.abc import Mapping
@@ -93,12 +94,13 @@ def environment_info(root: str | Path) -> dict:
 
 
 def machine_info() -> dict:
-    """The CPU capability torch dispatches to (``AVX512``, ``AVX2``, ...), its intra-op
-    thread policy and the cores the process may use: what decides trained weights bit for
-    bit on a CPU."""
+    """The processor's model name, the CPU capability torch dispatches to (``AVX512``,
+    ``AVX2``, ...), its intra-op thread policy and the cores the process may use: what
+    decides trained weights bit for bit on a CPU (docs/reproducibility.md)."""
+    from lmsim._runtime import cpu_model
     from lmsim._threads import default_threads
 
-    info = {"cpu_capability": None}
+    info = {"cpu_model": cpu_model(), "cpu_capability": None}
     try:
         import torch
 
@@ -124,3 +126,31 @@ def lock_warning(info: Mapping) -> str | None:
         f"{f'; and {more} more' if more > 0 else ''}); pages record this in their "
         "provenance. `make install` installs the locked versions."
     )
+
+
+def trained_models(zoo_profile: str | None) -> dict:
+    """``{"zoo/<name>": first 16 hex digits of its weights' sha256}`` of every zoo model
+    built for ``zoo_profile`` in the cache (the trained models the book's pages rest on),
+    from their build records; empty when none is built (or the records predate the hashes:
+    ``"unrecorded"``). Fine-tunes and two-tower runs record theirs in their own build
+    records (``finetune.json``, ``run.json``)."""
+    if not zoo_profile:
+        return {}
+    try:
+        from lmsim.zoo.profiles import MODELS, _root, get_profile
+
+        root = _root(get_profile(zoo_profile))
+    except (ImportError, KeyError, ValueError):
+        return {}
+    found = {}
+    for name in MODELS:
+        record = root / name / "zoo.json"
+        if not record.is_file():
+            continue
+        try:
+            hashes = json.loads(record.read_text()).get("weights_sha256") or {}
+        except (OSError, ValueError):
+            continue
+        weights = hashes.get("model.safetensors")
+        found[f"zoo/{name}"] = weights[:16] if weights else "unrecorded"
+    return found

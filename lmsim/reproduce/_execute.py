@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lmsim._io import pid_alive
-from lmsim.reproduce._environment import environment_info, machine_info
-from lmsim.reproduce._manifest import _check_profile
+from lmsim.reproduce._environment import environment_info, machine_info, trained_models
+from lmsim.reproduce._manifest import ZOO_PROFILES, _check_profile
 from lmsim.reproduce._parameters import _literal, declared_parameters
 from lmsim.reproduce._plan import NotebookRun
 from lmsim.reproduce._provenance import add_provenance
@@ -54,12 +54,15 @@ def _device() -> str:
 
         if torch.cuda.is_available():
             return f"cuda ({torch.cuda.get_device_name(0)})"
+        from lmsim._runtime import cpu_model
         from lmsim._threads import default_threads
 
-        # The instruction set torch dispatches to and the threads lmsim uses by default:
-        # what a CPU build of a trained model depends on beyond its seed.
+        # The processor, the instruction set torch dispatches to and the threads lmsim uses
+        # by default: what a CPU build of a trained model depends on beyond its seed.
         capability, n = torch.backends.cpu.get_cpu_capability(), default_threads()
-        return f"cpu ({os.cpu_count()} cores, {capability}, {n} thread{'s' * (n != 1)})"
+        return (
+            f"cpu ({cpu_model()}, {os.cpu_count()} cores, {capability}, {n} thread{'s' * (n != 1)})"
+        )
     except ImportError:
         pass
     return f"cpu ({os.cpu_count()} cores)"
@@ -141,6 +144,10 @@ def execute_run(
             "device": _device(),
             "environment": environment_info(root),
             "machine": machine_info(),
+            # The weights the page's numbers rest on, to tell two machines' builds apart.
+            "trained_models": {}
+            if dry_run
+            else trained_models(effective.get("zoo_profile", ZOO_PROFILES.get(profile))),
             "wall_time_s": round(wall, 3),
             "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "source": _relative(run.source, root),

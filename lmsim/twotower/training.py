@@ -27,6 +27,8 @@ from lmsim.training import (
     n_params,
     step_generator,
     train,
+    trained_on,
+    weight_hashes,
 )
 from lmsim.twotower.config import IGNORE_INDEX, RunSpec, TowerConfig, TwoTowerSettings
 from lmsim.twotower.inputs import TowerData, inputs_and_labels, labelled_batches, load_data
@@ -212,6 +214,7 @@ def train_two_tower(
         torch.save(payload, tmp / _WEIGHTS)
         pd.DataFrame(logs[0]).to_csv(tmp / _LOG_CSV, index=False)
         pd.DataFrame(logs[1]).to_csv(tmp / _HEAD_LOG_CSV, index=False)
+        facts["weights_sha256"] = weight_hashes(tmp)
         (tmp / _FACTS).write_text(json.dumps(facts, indent=2, default=str))
     shutil.rmtree(work, ignore_errors=True)
     return path
@@ -368,7 +371,7 @@ def _facts(spec, settings, data, model, run, trained, head_results, device) -> d
         "head_val_ppl": [row.get("val_ppl") for row in last],
         "frozen_bit_identical": True,
         "device": str(device),
-        "torch": torch.__version__,
+        **trained_on(device),
     }
 
 

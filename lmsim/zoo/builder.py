@@ -22,6 +22,8 @@ from lmsim.training import (
     mfu,
     n_params,
     train,
+    trained_on,
+    weight_hashes,
 )
 from lmsim.zoo.objectives import (
     MeanPoolClassifier,
@@ -278,6 +280,8 @@ def build_model(
             for p in sorted(tmp.iterdir())
             if p.is_file() and p.name != MARKER
         }
+        # The weights' fingerprint, to compare a build with another machine's.
+        facts["weights_sha256"] = weight_hashes(tmp)
         (tmp / _ZOO_JSON).write_text(json.dumps(facts, indent=2, default=str))
     shutil.rmtree(work, ignore_errors=True)
     return path
@@ -299,11 +303,10 @@ def _common_facts(name, spec, prof, device, trained: dict, run: TrainingRun, mod
         "tokens_per_s": round(tokens_per_s, 1),
         "mfu": mfu(tokens_per_s, run.flops_per_token, device),
         "device": str(device),
-        # What can change a CPU build's last bits: the kernels torch dispatched to and
-        # the intra-op threads (see stale_settings).
-        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-        "threads": torch.get_num_threads(),
-        "torch": torch.__version__,
+        # What can change a CPU build's last bits: the processor (MKL picks its GEMM
+        # kernels by it), the kernels torch dispatched to and the intra-op threads (see
+        # stale_settings and docs/reproducibility.md).
+        **trained_on(device),
         "profile_settings": dataclasses.asdict(prof),
     }
 
