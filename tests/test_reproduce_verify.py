@@ -1,5 +1,6 @@
 """``python -m lmsim.reproduce --verify`` and the locked environment in the provenance."""
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -367,6 +368,11 @@ def test_provenance_names_the_zoo_weights_by_their_hashes(tmp_path, monkeypatch)
         "zoo/mlm-s0": "4ca9e11344bb0cca",
         "zoo/clm-s0": "unrecorded",
     }
+    # a record that predates the hashes: the weight file's own hash, read without writing
+    (folder / "clm-s0" / "model.safetensors").write_bytes(b"weights")
+    expected = hashlib.sha256(b"weights").hexdigest()[:16]
+    assert environment.trained_models("default")["zoo/clm-s0"] == expected
+    assert json.loads((folder / "clm-s0" / "zoo.json").read_text()) == {"name": "clm-s0"}
     assert environment.trained_models(None) == {}
 
 

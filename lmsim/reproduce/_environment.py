@@ -131,8 +131,9 @@ def lock_warning(info: Mapping) -> str | None:
 def trained_models(zoo_profile: str | None) -> dict:
     """``{"zoo/<name>": first 16 hex digits of its weights' sha256}`` of every zoo model
     built for ``zoo_profile`` in the cache (the trained models the book's pages rest on),
-    from their build records; empty when none is built (or the records predate the hashes:
-    ``"unrecorded"``). Fine-tunes and two-tower runs record theirs in their own build
+    from their build records; empty when none is built. A record that predates the hashes
+    gets the hash of its ``model.safetensors`` read now (read-only; ``"unrecorded"`` when
+    that file is missing too). Fine-tunes and two-tower runs record theirs in their own build
     records (``finetune.json``, ``run.json``)."""
     if not zoo_profile:
         return {}
@@ -152,5 +153,9 @@ def trained_models(zoo_profile: str | None) -> dict:
         except (OSError, ValueError):
             continue
         weights = hashes.get("model.safetensors")
+        if not weights and (root / name / "model.safetensors").is_file():
+            from lmsim.training import weight_hashes
+
+            weights = weight_hashes(root / name, ("model.safetensors",)).get("model.safetensors")
         found[f"zoo/{name}"] = weights[:16] if weights else "unrecorded"
     return found
