@@ -31,7 +31,6 @@ NOT_IN_CHECKLIST_FORM: set[str] = {
     "he2022_twotower/01_preference",
     "he2022_twotower/02_preference_gpu",
     "jin2023_regmean/01_merging",
-    "lmsim_zoo/01_train_zoo",  # source converted by issue 41; re-execute, then delete
     "thesis2022_redundancy/01_layer_similarity",
     "thesis2022_redundancy/02_redundancy_probes",
     "thesis2022_redundancy/03_cross_lingual",
