@@ -104,9 +104,7 @@ def test_relation_claims_convict_with_the_ceiling_and_excuse_a_collapsed_run():
     assert rows.loc[0, "verdict"] in ("does not hold", "not testable here")
     assert not evidence_problems(record)
     claims = Claims("t", "p")
-    rows = chapter.relation_claims_crossfit(
-        claims, [("a", "b")], SPECS, halves, bars, {"a": True}
-    )
+    rows = chapter.relation_claims_crossfit(claims, [("a", "b")], SPECS, halves, bars, {"a": True})
     assert rows.loc[0, "verdict"] == "not testable here"
     assert "collapsed" in claims.records[-1].note
 
@@ -170,11 +168,13 @@ def test_ica_claims_judge_above_the_same_pipeline_null():
     rng = np.random.default_rng(0)
     X = rng.laplace(size=(400, 6)) @ rng.normal(size=(6, 6))
     w = rng.integers(1, 10, 400).astype(float)
-    nulls = {m: chapter.ica_null(X, w, 4, m, n_iter=300, n_draws=1) for m in chapter.ICA_NULL_METHODS}
+    nulls = {
+        m: chapter.ica_null(X, w, 4, m, n_iter=300, n_draws=1) for m in chapter.ICA_NULL_METHODS
+    }
     fit = tt.fit_ica(X, 4, w, n_iter=300)
     claims = Claims("t", "p")
     made = chapter.ica_claims_null(claims, fit.Y, w, nulls, chapter.PAPER_ICA_FACTS, n_boot=50)
-    for key, claim in made.items():
+    for claim in made.values():
         record = claim.record()
         assert record["role"] == "paper" and record["null"] is not None
         assert not evidence_problems(record)
