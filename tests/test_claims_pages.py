@@ -28,8 +28,7 @@ NOT_CONVERTED: set[str] = set()  # every page is converted
 # round converts its pages, re-executes them and deletes them here; the list only shrinks
 # and is empty when the round ends.
 NOT_IN_CHECKLIST_FORM: set[str] = {
-    "he2022_twotower/01_preference",
-    "he2022_twotower/02_preference_gpu",
+    "he2022_twotower/02_preference_gpu",  # executed 2026-11-26, no GPU since: see its notice
     "jin2023_regmean/01_merging",
     "thesis2022_redundancy/01_layer_similarity",
     "thesis2022_redundancy/02_redundancy_probes",

@@ -8,7 +8,10 @@ between runs and their permutation null), :mod:`~lmsim.papers.he2022_twotower.re
 (split-half reliability, the primary tower's lead, perplexity against the unigram),
 :mod:`~lmsim.papers.he2022_twotower.nulls` (global-gap and frequency-matched nulls),
 :mod:`~lmsim.papers.he2022_twotower.pos` (parts of speech) and
-:mod:`~lmsim.papers.he2022_twotower.page` (the claims the page registers).
+:mod:`~lmsim.papers.he2022_twotower.page` (the claims of the GPU page's frozen source),
+:mod:`~lmsim.papers.he2022_twotower.crossfit` (cross-fitted comparisons of runs scored on
+one text) and :mod:`~lmsim.papers.he2022_twotower.checklist` (the claims the CPU page
+registers in the checklist form, issue 43).
 
 References
 ----------
@@ -18,6 +21,19 @@ Tables 1-4, Figs. 3-6.
 
 from __future__ import annotations
 
+from lmsim.papers.he2022_twotower.checklist import (
+    COLLAPSE_RATIO,
+    collapse_claim,
+    crossfit_bars,
+    head_ratios,
+    ica_nulls_table,
+    table4_claims,
+    tag_source_note,
+    type_pairs,
+)
+from lmsim.papers.he2022_twotower.checklist import ica_claims as ica_claims_null
+from lmsim.papers.he2022_twotower.checklist import pos_claims as pos_claims_by_type
+from lmsim.papers.he2022_twotower.checklist import relation_claims as relation_claims_crossfit
 from lmsim.papers.he2022_twotower.compare import (
     correlation_matrix,
     pair_table,
@@ -27,11 +43,24 @@ from lmsim.papers.he2022_twotower.compare import (
     spearman_matrix,
     top_tokens,
 )
+from lmsim.papers.he2022_twotower.crossfit import (
+    Halves,
+    chunk_splits,
+    crossfit_gap_null,
+    crossfit_pair,
+    crossfit_statistic,
+    half_scores,
+    null_crossfit,
+    reliability_by_frequency,
+)
 from lmsim.papers.he2022_twotower.nulls import (
+    ICA_NULL_METHODS,
     frequency_matched_null,
     frequency_strata,
     global_gap_null,
+    ica_null,
     null_correlations,
+    structureless_embeddings,
 )
 from lmsim.papers.he2022_twotower.page import (
     PAPER_TABLE4_RANGES,
@@ -53,11 +82,14 @@ from lmsim.papers.he2022_twotower.paper import (
     AUTHORS_CODE_DIFFERENCES,
     PAPER_CONFIGS,
     PAPER_ICA_FACTS,
+    PAPER_PAIR_VALUES,
     PAPER_POS_CLAIMS,
     PAPER_RELATIONS,
     PAPER_TABLE2,
     PAPER_TABLE3,
     PAPER_TABLE4,
+    PAPER_TABLE4_PAIRS,
+    paper_pair_value,
 )
 from lmsim.papers.he2022_twotower.pos import (
     POS_REFERENCES,
@@ -78,6 +110,31 @@ from lmsim.papers.he2022_twotower.reliability import (
 )
 
 __all__ = [
+    "COLLAPSE_RATIO",
+    "collapse_claim",
+    "crossfit_bars",
+    "head_ratios",
+    "ica_nulls_table",
+    "tag_source_note",
+    "type_pairs",
+    "ica_claims_null",
+    "pos_claims_by_type",
+    "relation_claims_crossfit",
+    "table4_claims",
+    "Halves",
+    "chunk_splits",
+    "crossfit_gap_null",
+    "crossfit_pair",
+    "crossfit_statistic",
+    "half_scores",
+    "null_crossfit",
+    "reliability_by_frequency",
+    "ICA_NULL_METHODS",
+    "ica_null",
+    "structureless_embeddings",
+    "PAPER_PAIR_VALUES",
+    "PAPER_TABLE4_PAIRS",
+    "paper_pair_value",
     "annotate_pairs",
     "AUTHORS_CODE_DIFFERENCES",
     "bootstrap_interval",

@@ -45,6 +45,36 @@ PAPER_RELATIONS: dict[str, tuple[float, float]] = {
     "size": (0.62, 0.72),
     "type": (0.26, 0.91),
 }
+# Table 2 for one exact setting (EVIDENCE.md §3): the paper's value for a pair of runs of
+# these tower types and this relation, and where it is. Where Table 2 has two values for
+# the setting (two Bert-large runs, or Bert-base and Bert-large against one type), the lower:
+# the value that excuses the least and convicts the least.
+PAPER_PAIR_VALUES: dict[tuple[str, frozenset], tuple[float, str]] = {
+    ("seed", frozenset({"bert"})): (0.94, "Bert-large runs 1 and 2"),
+    ("seed", frozenset({"gpt"})): (0.94, "Bert-large runs 1 and 2 (the paper's only seed pair)"),
+    ("seed", frozenset({"elmo"})): (0.94, "Bert-large runs 1 and 2 (the paper's only seed pair)"),
+    ("size", frozenset({"bert"})): (0.62, "Bert-base vs Bert-large runs 1, 2: 0.72, 0.62"),
+    ("size", frozenset({"gpt"})): (0.62, "Bert-base vs Bert-large (the paper's only size pair)"),
+    ("type", frozenset({"elmo", "gpt"})): (0.91, "ELMo-GPT"),
+    ("type", frozenset({"gpt", "bert"})): (0.26, "GPT-Bert-base; Bert-large 0.57, 0.63"),
+    ("type", frozenset({"elmo", "bert"})): (0.27, "ELMo-Bert-base; Bert-large 0.57, 0.61"),
+}
+# Table 4 for one type pair: Spearman between the two models' scores, and each model's
+# |Spearman| with the frequency rank (Bert-large for BERT).
+PAPER_TABLE4_PAIRS: dict[frozenset, tuple[float, float]] = {
+    frozenset({"elmo", "gpt"}): (0.93, 0.22),
+    frozenset({"elmo", "bert"}): (0.56, 0.18),
+    frozenset({"gpt", "bert"}): (0.65, 0.22),
+}
+
+
+def paper_pair_value(relation: str, tower_a: str, tower_b: str) -> tuple[float, str] | None:
+    """The paper's Table 2 value for two runs of towers ``tower_a``, ``tower_b`` related by
+    ``relation`` ("seed", "size", "type"), with where it is; None where the paper has none
+    (e.g. "variant": forward-only against bidirectional ELMo)."""
+    return PAPER_PAIR_VALUES.get((relation, frozenset({tower_a, tower_b})))
+
+
 # Table 4: Spearman correlation among score vectors and the frequency rank (top 5,000).
 PAPER_TABLE4 = pd.DataFrame(
     [

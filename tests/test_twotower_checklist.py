@@ -1,0 +1,182 @@
+"""The two-tower page's checklist designs (issue 43): cross-fitted correlations, the
+pair-specific paper values with the symmetric ceiling rule, Table 4 across types, POS per
+tower type under Holm, the ICA same-pipeline null and the collapse prerequisite."""
+
+import numpy as np
+import pytest
+
+from lmsim import twotower as tt
+from lmsim.claims import Claims, evidence_problems
+from lmsim.papers import he2022_twotower as chapter
+
+
+def toy_runs(n_chunks=200, per_chunk=40, vocab=60, preference=0.0, seed=0):
+    """Two runs scored on one text. Every occurrence has a context effect ``u`` that both
+    runs share (the text) and that helps the first head more than the second; with
+    ``preference`` > 0 both runs also share a per-token preference (the secondary head
+    lags on some tokens beyond what the primary's difficulty predicts)."""
+    rng = np.random.default_rng(seed)
+    n = n_chunks * per_chunk
+    token = rng.integers(0, vocab, n)  # equal frequencies: no frequency-dependent bias
+    chunk = np.repeat(np.arange(n_chunks), per_chunk)
+    u = rng.normal(size=n)
+    pref_of = preference * rng.normal(size=vocab)
+    out = {}
+    for name in ("a", "b"):
+        base = -3.0 + 0.3 * rng.normal(size=n)
+        log_p = np.stack(
+            [
+                base + 0.6 * u + 0.2 * rng.normal(size=n),
+                base + 0.1 * u - pref_of[token] + 0.2 * rng.normal(size=n),
+                base,
+            ]
+        )
+        out[name] = tt.Occurrences(token, chunk, np.minimum(log_p, 0), vocab)
+    tokens = np.argsort(-np.bincount(token, minlength=vocab))[:40]
+    return out, tokens
+
+
+def test_crossfit_of_a_shared_context_toy_is_near_zero_where_same_text_is_not():
+    """The issue's toy: no token preference, a shared context effect. Scored on the same
+    text the runs correlate; cross-fitted they do not, and the ceiling is not exceeded."""
+    occ, tokens = toy_runs(preference=0.0)
+    halves = chapter.half_scores(occ, tokens, "probability", n_splits=10, n_boot=200)
+    cf = chapter.crossfit_pair(halves, "a", "b")
+    assert cf.same_text.estimate > 0.3
+    assert abs(cf.r.estimate) < 0.1 and cf.r.low < 0 < cf.r.high
+    assert cf.r.estimate <= cf.ceiling.estimate + 0.05
+
+
+def test_crossfit_recovers_a_shared_preference_below_its_ceiling():
+    occ, tokens = toy_runs(preference=0.5, seed=1)
+    halves = chapter.half_scores(occ, tokens, "probability", n_splits=10, n_boot=200)
+    cf = chapter.crossfit_pair(halves, "a", "b")
+    assert cf.r.low > 0.3
+    assert cf.disattenuated == pytest.approx(1.0, abs=0.2)
+
+
+def test_chunk_splits_are_disjoint_halves_shared_by_every_run():
+    splits = chapter.chunk_splits(11, 5, seed=3)
+    assert splits.shape == (5, 11) and (splits.sum(1) == 5).all()
+    assert (chapter.chunk_splits(11, 5, seed=3) == splits).all()
+
+
+def test_crossfit_gap_null_cuts_the_shared_preference():
+    occ, tokens = toy_runs(preference=0.5, seed=2)
+    nulls = chapter.crossfit_gap_null(occ, tokens, n_draws=20)
+    null = chapter.null_crossfit(nulls, "a", "b")
+    halves = chapter.half_scores(occ, tokens, n_splits=5, n_boot=50)
+    assert null.quantile < chapter.crossfit_pair(halves, "a", "b").r.low
+    assert null.mean < null.quantile
+
+
+def test_paper_pair_values_are_table2s_for_the_exact_setting():
+    assert chapter.paper_pair_value("type", "elmo", "gpt")[0] == 0.91
+    assert chapter.paper_pair_value("type", "gpt", "elmo")[0] == 0.91
+    assert chapter.paper_pair_value("type", "bert", "gpt")[0] == 0.26
+    assert chapter.paper_pair_value("type", "elmo", "bert")[0] == 0.27
+    assert chapter.paper_pair_value("seed", "bert", "bert")[0] == 0.94
+    assert chapter.paper_pair_value("variant", "elmo", "elmo") is None
+    table = chapter.PAPER_TABLE2
+    assert table.loc["ELMo", "GPT"] == 0.91 and table.loc["GPT", "Bert-base"] == 0.26
+
+
+def _specs(*rows):
+    return [tt.RunSpec.from_dict(r) for r in rows]
+
+
+SPECS = _specs(
+    {"name": "a", "tower": "gpt", "hidden": 8, "layers": 1, "heads": 1, "seed": 0},
+    {"name": "b", "tower": "gpt", "hidden": 8, "layers": 1, "heads": 1, "seed": 1},
+)
+
+
+def test_relation_claims_convict_with_the_ceiling_and_excuse_a_collapsed_run():
+    occ, tokens = toy_runs(preference=0.0, seed=4)
+    halves = chapter.half_scores(occ, tokens, n_splits=5, n_boot=100)
+    nulls = chapter.crossfit_gap_null(occ, tokens, n_draws=20)
+    counts = np.bincount(occ["a"].token, minlength=60)[tokens]
+    bars = chapter.crossfit_bars([("a", "b")], halves, nulls, counts, n_perm=100)
+    claims = Claims("t", "p")
+    rows = chapter.relation_claims_crossfit(claims, [("a", "b")], SPECS, halves, bars, {})
+    record = claims.records[-1].record()
+    assert record["role"] == "paper" and record["ceiling"]["paper_value"] == 0.94
+    assert rows.loc[0, "verdict"] in ("does not hold", "not testable here")
+    assert not evidence_problems(record)
+    claims = Claims("t", "p")
+    rows = chapter.relation_claims_crossfit(claims, [("a", "b")], SPECS, halves, bars, {"a": True})
+    assert rows.loc[0, "verdict"] == "not testable here"
+    assert "collapsed" in claims.records[-1].note
+
+
+def test_collapse_claim_flags_a_run_whose_weaker_head_lags():
+    occ, _ = toy_runs(seed=5)
+    lagging = occ["b"].log_p.copy()
+    lagging[1] -= 1.0  # the weaker head's perplexity e times the stronger's
+    prefs = {
+        "a": tt.Preference if False else type("P", (), {"occurrences": occ["a"]})(),
+        "b": type("P", (), {"occurrences": tt.Occurrences(occ["b"].token, occ["b"].chunk,
+                                                           lagging, 60)})(),
+    }  # fmt: skip
+    ratios = chapter.head_ratios(prefs, n_boot=50)
+    claims = Claims("t", "p")
+    collapsed = chapter.collapse_claim(claims, ratios)
+    assert collapsed == {"a": False, "b": True}
+    assert claims.records[-1].verdict == "does not hold" and claims.records[-1].role == "method"
+
+
+def test_pos_claims_show_each_tower_type_and_are_holm_corrected():
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    n = 200
+    tokens = np.arange(n)
+    tags = np.where(np.arange(n) < 40, "PROPN", np.where(np.arange(n) < 80, "VERB", "NOUN"))
+    pos = pd.DataFrame({"upos": tags, "silver": False}, index=tokens)
+    shift = np.where(tags == "PROPN", 1.0, 0.0)  # PROPN leans primary in gpt, secondary in bert
+    specs = _specs(
+        {"name": "g", "tower": "gpt", "hidden": 8, "layers": 1, "heads": 1, "seed": 0},
+        {"name": "e", "tower": "bert", "hidden": 8, "layers": 1, "heads": 1, "seed": 0},
+    )
+    scores = {"g": shift + 0.3 * rng.normal(size=n), "e": -shift + 0.3 * rng.normal(size=n)}
+    claims = Claims("t", "p")
+    made = chapter.pos_claims_by_type(claims, scores, specs, pos, tokens, ["PROPN", "VERB"],
+                                      n_boot=200)  # fmt: skip
+    propn = made["PROPN"].record()
+    by_type = {g["group"]: g["verdict"] for g in propn["groups"]}
+    assert by_type == {"bert": "holds", "gpt": "does not hold"}
+    assert propn["verdict"] == "heterogeneous"
+    assert propn["family"]["correction"] == "Holm" and propn["family"]["size"] == 2
+    assert not evidence_problems(propn)
+
+
+def test_structureless_embeddings_keep_weighted_moments_or_columns():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(500, 4)) @ rng.normal(size=(4, 4)) + 2.0
+    w = rng.integers(1, 20, 500).astype(float)
+    G = chapter.structureless_embeddings(X, w, "gaussian", np.random.default_rng(1))
+    wn = w / w.sum()
+    assert np.allclose(wn @ G, wn @ X, atol=0.3)
+    S = chapter.structureless_embeddings(X, w, "column-shuffle", np.random.default_rng(1))
+    assert np.allclose(np.sort(S, 0), np.sort(X, 0))
+    assert not np.allclose(S, X)
+    with pytest.raises(ValueError, match="method"):
+        chapter.structureless_embeddings(X, w, "rows", np.random.default_rng(1))
+
+
+def test_ica_claims_judge_above_the_same_pipeline_null():
+    rng = np.random.default_rng(0)
+    X = rng.laplace(size=(400, 6)) @ rng.normal(size=(6, 6))
+    w = rng.integers(1, 10, 400).astype(float)
+    nulls = {
+        m: chapter.ica_null(X, w, 4, m, n_iter=300, n_draws=1) for m in chapter.ICA_NULL_METHODS
+    }
+    fit = tt.fit_ica(X, 4, w, n_iter=300)
+    claims = Claims("t", "p")
+    made = chapter.ica_claims_null(claims, fit.Y, w, nulls, chapter.PAPER_ICA_FACTS, n_boot=50)
+    for claim in made.values():
+        record = claim.record()
+        assert record["role"] == "paper" and record["null"] is not None
+        assert not evidence_problems(record)
+    table = chapter.ica_nulls_table(nulls, fit.Y, w)
+    assert "gaussian null mean" in table and "mean groups per word (per word)" in table.index
