@@ -183,6 +183,9 @@ def test_groups_are_required_of_a_pooled_claim_and_asserted_heterogeneity_fails(
         ((0.02, 0.12), 0.5, "does not hold"),  # wholly below 0.56 x 0.5 = 0.28
         ((0.02, 0.12), 0.15, "not testable here"),  # 0.56 x 0.15 = 0.084 < bar 0.1
         ((0.05, 0.30), 0.5, "inconclusive"),
+        # clears the bar 0.1 but lies wholly below 0.56 x 0.9 = 0.504: the paper's value,
+        # attenuated, convicts it (issue 43's review: GPT seeds [0.119, 0.302])
+        ((0.119, 0.302), 0.9, "does not hold"),
     ],
 )
 def test_a_ceiling_that_excuses_a_low_value_also_convicts_one(interval, ceiling, expected):

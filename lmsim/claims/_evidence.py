@@ -56,9 +56,11 @@ def ceiling_verdict(interval, op: str, threshold, paper_value: float, ceiling, o
     A measured quantity is attenuated by a ceiling ``c`` (a reliability bound): the
     paper's value ``p`` would show here as ``p · c``. The verdict is
 
-    - ``holds`` when the interval is on the claimed side of the rule's threshold;
-    - ``does not hold`` when it is on the other side, or wholly beyond the attenuated paper
-      value (below ``p · c`` for every ``c`` in the ceiling's interval, for a ``>`` rule);
+    - ``does not hold`` when the interval lies wholly beyond the attenuated paper value
+      (below ``p · c`` for every ``c`` in the ceiling's interval, for a ``>`` rule), even
+      when it clears the rule's threshold, or when it is on the wrong side of the threshold;
+    - ``holds`` when the interval is on the claimed side of the threshold and not wholly
+      beyond the attenuated paper value;
     - ``not testable here`` when even the attenuated paper value would not clear the
       threshold (the design cannot tell the claim from its negation);
     - ``inconclusive`` otherwise.
@@ -107,16 +109,19 @@ def ceiling_verdict(interval, op: str, threshold, paper_value: float, ceiling, o
     ceiling_text = f"ceiling {c_est:.3g}" + (
         "" if c_low == c_high else f" [{c_low:.3g}, {c_high:.3g}]"
     )
-    if base == "holds":
-        verdict, reason = "holds", ""
-    elif base == "does not hold" or wrong:
+    if wrong:
+        # checked first: clearing the rule's bar does not excuse a value the paper's own,
+        # attenuated, would exceed (the symmetric rule convicts whatever the bar says)
         verdict = "does not hold"
         reason = (
             f"{ceiling_text}: the paper's {paper_value:.3g} would show here as {shows}, "
             f"{'above' if greater else 'below'} the whole interval"
-            if wrong
-            else ""
+            + (" (which clears the rule's bar)" if base == "holds" else "")
         )
+    elif base == "holds":
+        verdict, reason = "holds", ""
+    elif base == "does not hold":
+        verdict, reason = "does not hold", ""
     elif cannot:
         verdict = "not testable here"
         reason = (
