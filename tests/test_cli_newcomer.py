@@ -114,11 +114,15 @@ def test_missing_offline_model_wheel_is_one_line_naming_the_install(capsys, tmp_
     """`lmsim extract all-mpnet-base-v2` without `make install-book-models` was a 22-frame
     traceback and exit 1."""
     import lmsim._packages as packages
+    import lmsim.models._offline as offline
 
     def absent(package, pip_name, kind, fix):
         raise ImportError(f"the offline {kind} package `{pip_name}` is not installed; {fix}")
 
+    # Both names: _offline imported package_dir into its own namespace, so patching only
+    # lmsim._packages let the test pass only on machines without the book model wheels.
     monkeypatch.setattr(packages, "package_dir", absent)
+    monkeypatch.setattr(offline, "package_dir", absent)
     monkeypatch.setenv("LMSIM_CACHE", str(tmp_path / "cache"))
     out = tmp_path / "out"
     status, _, err = run_cli(

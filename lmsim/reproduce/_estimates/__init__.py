@@ -50,6 +50,8 @@ ESTIMATORS: dict[str, Callable[[Mapping, Machine], Estimate]] = {
     "thesis2022_redundancy/03_cross_lingual": redundancy_cross_lingual,
     "jin2023_regmean/01_merging": regmean_merging,
     "he2022_twotower/01_preference": twotower_preference,
+    # The GPU page's frozen source (issue 43): the same parameters as 01's at GPU scale.
+    "he2022_twotower/02_preference_gpu": twotower_preference,
 }
 
 
