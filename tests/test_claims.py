@@ -366,7 +366,9 @@ def test_a_withdrawn_page_is_listed_apart_and_not_counted(tmp_path):
         (tmp_path / "book" / "demo" / f"{name}.ipynb").write_text(json.dumps(nb))
     entries = [{"name": "01_page"}, {"name": "02_gpu", "withdrawn": "overturned by issue 43"}]
     manifest = {"chapters": [{"slug": "demo", "title": "Demo", "notebooks": entries}]}
-    assert reproduce.withdrawn_pages(manifest["chapters"][0]) == {"02_gpu": "overturned by issue 43"}
+    assert reproduce.withdrawn_pages(manifest["chapters"][0]) == {
+        "02_gpu": "overturned by issue 43"
+    }
     reproduce.write_results(manifest, tmp_path)
     overall = (tmp_path / "book" / "_results.md").read_text()
     assert "| {doc}`Demo </book/demo/index>` | 2 | 2 | 0 | 1 | 1 | 1 | 0 | 0 | 1 |" in overall

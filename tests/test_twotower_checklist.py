@@ -10,7 +10,7 @@ from lmsim.claims import Claims, evidence_problems
 from lmsim.papers import he2022_twotower as chapter
 
 
-def toy_runs(n_chunks=200, per_chunk=40, vocab=60, preference=0.0, seed=0):
+def toy_runs(n_chunks=200, per_chunk=40, vocab=60, preference=0.0, seed=0, names=("a", "b")):
     """Two runs scored on one text. Every occurrence has a context effect ``u`` that both
     runs share (the text) and that helps the first head more than the second; with
     ``preference`` > 0 both runs also share a per-token preference (the secondary head
@@ -22,7 +22,7 @@ def toy_runs(n_chunks=200, per_chunk=40, vocab=60, preference=0.0, seed=0):
     u = rng.normal(size=n)
     pref_of = preference * rng.normal(size=vocab)
     out = {}
-    for name in ("a", "b"):
+    for name in names:
         base = -3.0 + 0.3 * rng.normal(size=n)
         log_p = np.stack(
             [
@@ -180,3 +180,104 @@ def test_ica_claims_judge_above_the_same_pipeline_null():
         assert not evidence_problems(record)
     table = chapter.ica_nulls_table(nulls, fit.Y, w)
     assert "gaussian null mean" in table and "mean groups per word (per word)" in table.index
+
+
+# ------------------------------------------- every seed of a setting (review finding A)
+def test_crossfit_runs_of_one_run_each_is_crossfit_pair():
+    occ, tokens = toy_runs(preference=0.5, seed=1)
+    halves = chapter.half_scores(occ, tokens, n_splits=5, n_boot=60)
+    one, pair = chapter.crossfit_runs(halves, ["a"], "b"), chapter.crossfit_pair(halves, "a", "b")
+    for name in ("r", "ceiling", "same_text"):
+        got, want = getattr(one, name), getattr(pair, name)
+        assert (got.estimate, got.low, got.high) == (want.estimate, want.low, want.high)
+    assert one.r.unit == "tokens x chunk splits"
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_crossfit_runs_averages_every_cross_pair_and_resamples_seeds(seed):
+    """Point value: the mean of crossfit_pair's over the cross pairs (a naive loop); the
+    interval's unit names the seeds."""
+    occ, tokens = toy_runs(preference=0.4, seed=seed, names=("a0", "a1", "b0", "b1"))
+    halves = chapter.half_scores(occ, tokens, n_splits=4, n_boot=80)
+    got = chapter.crossfit_runs(halves, ["a0", "a1"], ["b0", "b1"])
+    naive = np.mean(
+        [chapter.crossfit_pair(halves, x, y).r.estimate for x in ("a0", "a1") for y in ("b0", "b1")]
+    )
+    assert got.r.estimate == pytest.approx(naive, abs=1e-12)
+    assert got.r.unit == "seeds x tokens x chunk splits" and got.r.low < got.r.estimate < got.r.high
+    stat = chapter.crossfit_statistic(
+        halves, ["a0", "a1"], ["b0", "b1"], lambda x, y, k: float(np.mean(x - y)), "mean diff"
+    )
+    loop = np.mean(
+        [
+            chapter.crossfit_statistic(
+                halves, x, y, lambda u, v, k: float(np.mean(u - v)), "d"
+            ).estimate
+            for x in ("a0", "a1")
+            for y in ("b0", "b1")
+        ]
+    )
+    assert stat.estimate == pytest.approx(loop, abs=1e-12)
+    with pytest.raises(ValueError, match="no pair"):
+        chapter.crossfit_runs(halves, ["a0"], ["a0"])
+
+
+def test_null_crossfit_of_settings_is_the_pairwise_mean_draw_by_draw():
+    occ, tokens = toy_runs(preference=0.3, seed=3, names=("a0", "a1", "b0"))
+    nulls = chapter.crossfit_gap_null(occ, tokens, n_draws=8)
+    got = chapter.null_crossfit(nulls, ["a0", "a1"], ["b0"])
+    each = [chapter.null_crossfit(nulls, x, "b0").distribution.draws for x in ("a0", "a1")]
+    assert np.allclose(np.sort(got.distribution.draws), np.sort(np.mean(each, axis=0)))
+
+
+def test_gap_null_draws_have_their_own_seed_per_run():
+    """Review finding H: two runs of a pair never draw with the same stream."""
+    seeds = {chapter.null_seed(0, r, k, h) for r in range(3) for k in range(4) for h in (0, 1)}
+    assert len(seeds) == 24
+    occ, tokens = toy_runs(seed=6)
+    same = tt.Occurrences(occ["a"].token, occ["a"].chunk, occ["a"].log_p, 60)
+    nulls = chapter.crossfit_gap_null({"a": occ["a"], "a2": same}, tokens, n_draws=3)
+    assert not np.allclose(nulls["a"], nulls["a2"], equal_nan=True)
+
+
+def test_frequency_null_uses_every_point_split_both_ways():
+    occ, tokens = toy_runs(preference=0.2, seed=7)
+    halves = chapter.half_scores(occ, tokens, n_splits=3, n_boot=10)
+    counts = np.bincount(occ["a"].token, minlength=60)[tokens]
+    null = chapter.frequency_null(halves, "a", "b", counts, n_perm=30)
+    assert null.shape == (30,)
+    naive = []
+    for i in range(3):
+        both = []
+        for h in (0, 1):
+            u, v = halves.scores["a"][i, h], halves.scores["b"][i, 1 - h]
+            ok = np.isfinite(u) & np.isfinite(v)
+            strata = chapter.frequency_strata(counts[ok])
+            both.append(chapter.permutation_null(u[ok], v[ok], 10, seed=i, strata=strata))
+        naive.append(np.mean(both, axis=0))
+    assert np.allclose(null, np.concatenate(naive))
+
+
+def test_claim_groups_use_every_seed_of_a_setting_and_say_one_seed_only():
+    specs = _specs(
+        {"name": "g0", "tower": "gpt", "hidden": 8, "layers": 1, "heads": 1, "seed": 0},
+        {"name": "g1", "tower": "gpt", "hidden": 8, "layers": 1, "heads": 1, "seed": 1},
+        {"name": "gs", "tower": "gpt", "hidden": 4, "layers": 1, "heads": 1, "seed": 0},
+        {"name": "e0", "tower": "elmo", "hidden": 8, "layers": 1, "seed": 0},
+    )
+    groups = chapter.claim_groups([("g0", "g1"), ("g0", "gs"), ("g0", "e0")], specs)
+    assert groups[("g0", "g1")] == (["g0"], ["g1"])
+    assert groups[("g0", "gs")] == (["g0", "g1"], ["gs"])
+    assert groups[("g0", "e0")] == (["g0", "g1"], ["e0"])
+    assert chapter.group_label(["e0"], {"e0": 0}) == "e0 (seed 0 only)"
+    occ, tokens = toy_runs(preference=0.3, seed=8, names=("g0", "g1", "gs", "e0"))
+    halves = chapter.half_scores(occ, tokens, n_splits=4, n_boot=60)
+    nulls = chapter.crossfit_gap_null(occ, tokens, n_draws=10)
+    counts = np.bincount(occ["g0"].token, minlength=60)[tokens]
+    bars = chapter.crossfit_bars(groups, halves, nulls, counts, n_perm=40)
+    claims = Claims("t", "p")
+    rows = chapter.relation_claims_crossfit(claims, groups, specs, halves, bars, {})
+    texts = [c.claim for c in claims.records]
+    assert texts[2].startswith("g0/g1 and e0 (seed 0 only) (type)")
+    assert "one seed only" in claims.records[2].note and rows.loc[2, "run A"] == "g0/g1"
+    assert claims.records[2].unit == "seeds x tokens x chunk splits"

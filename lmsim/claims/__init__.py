@@ -94,8 +94,8 @@ from lmsim.claims._tables import (
     failing_markdown,
     overview_markdown,
     results_markdown,
-    withdrawn_markdown,
     roles,
+    withdrawn_markdown,
 )
 from lmsim.claims._tolerance import (
     FIXED_ATOL,

@@ -23,10 +23,15 @@ from __future__ import annotations
 
 from lmsim.papers.he2022_twotower.checklist import (
     COLLAPSE_RATIO,
+    claim_groups,
     collapse_claim,
+    collapse_threshold_range,
     crossfit_bars,
+    frequency_null,
+    group_label,
     head_ratios,
     ica_nulls_table,
+    replicates,
     table4_claims,
     tag_source_note,
     type_pairs,
@@ -48,9 +53,11 @@ from lmsim.papers.he2022_twotower.crossfit import (
     chunk_splits,
     crossfit_gap_null,
     crossfit_pair,
+    crossfit_runs,
     crossfit_statistic,
     half_scores,
     null_crossfit,
+    null_seed,
     reliability_by_frequency,
 )
 from lmsim.papers.he2022_twotower.nulls import (
@@ -111,6 +118,13 @@ from lmsim.papers.he2022_twotower.reliability import (
 
 __all__ = [
     "COLLAPSE_RATIO",
+    "claim_groups",
+    "collapse_threshold_range",
+    "crossfit_runs",
+    "frequency_null",
+    "group_label",
+    "null_seed",
+    "replicates",
     "collapse_claim",
     "crossfit_bars",
     "head_ratios",
