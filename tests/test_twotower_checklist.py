@@ -125,7 +125,9 @@ def test_collapse_claim_flags_a_run_whose_weaker_head_lags():
     assert claims.records[-1].verdict == "does not hold" and claims.records[-1].role == "method"
 
 
-def test_pos_claims_show_each_tower_type_and_are_holm_corrected():
+def test_pos_claims_judge_each_tower_type_under_one_holm_family():
+    """Review finding C: every (tag, tower type) is a claim, Holm over all of them together;
+    the forward-only ELMo is its own type; the pooled estimate weighs types, not runs."""
     import pandas as pd
 
     rng = np.random.default_rng(0)
@@ -136,18 +138,40 @@ def test_pos_claims_show_each_tower_type_and_are_holm_corrected():
     shift = np.where(tags == "PROPN", 1.0, 0.0)  # PROPN leans primary in gpt, secondary in bert
     specs = _specs(
         {"name": "g", "tower": "gpt", "hidden": 8, "layers": 1, "heads": 1, "seed": 0},
+        {"name": "g1", "tower": "gpt", "hidden": 8, "layers": 1, "heads": 1, "seed": 1},
         {"name": "e", "tower": "bert", "hidden": 8, "layers": 1, "heads": 1, "seed": 0},
-    )
-    scores = {"g": shift + 0.3 * rng.normal(size=n), "e": -shift + 0.3 * rng.normal(size=n)}
+        {"name": "f", "tower": "elmo", "hidden": 8, "layers": 1, "seed": 0,
+         "elmo_forward_only": True},
+    )  # fmt: skip
+    assert [chapter.tower_type(s) for s in specs] == ["gpt", "gpt", "bert", "elmo-fwd"]
+    scores = {
+        "g": shift + 0.3 * rng.normal(size=n),
+        "g1": shift + 0.3 * rng.normal(size=n),
+        "e": -shift + 0.3 * rng.normal(size=n),
+        "f": 0.3 * rng.normal(size=n),
+    }
+    silver = pos.assign(silver=True)
     claims = Claims("t", "p")
     made = chapter.pos_claims_by_type(claims, scores, specs, pos, tokens, ["PROPN", "VERB"],
-                                      n_boot=200)  # fmt: skip
-    propn = made["PROPN"].record()
-    by_type = {g["group"]: g["verdict"] for g in propn["groups"]}
-    assert by_type == {"bert": "holds", "gpt": "does not hold"}
-    assert propn["verdict"] == "heterogeneous"
-    assert propn["family"]["correction"] == "Holm" and propn["family"]["size"] == 2
-    assert not evidence_problems(propn)
+                                      n_boot=200, beside={"silver": silver})  # fmt: skip
+    assert made[("PROPN", "bert")].verdict == "holds"
+    assert made[("PROPN", "gpt")].verdict == "does not hold"
+    per_type = [c for key, c in made.items() if isinstance(key, tuple)]
+    assert len(per_type) == 6 and all(c.role == "paper" for c in per_type)
+    assert {c.family["size"] for c in per_type} == {6}
+    assert "beside: silver" in made[("PROPN", "gpt")].note
+    pooled = made["PROPN"]
+    assert pooled.role == "beyond" and pooled.verdict == "heterogeneous"
+    naive = np.mean(
+        [
+            np.mean([chapter.pos_estimate({r: scores[r]}, pos, tokens, "PROPN", n_boot=10)
+                     .estimate for r in runs])
+            for runs in (["g", "g1"], ["e"], ["f"])
+        ]
+    )  # fmt: skip
+    assert pooled.estimate == pytest.approx(naive, abs=1e-12)
+    for c in made.values():
+        assert not evidence_problems(c.record())
 
 
 def test_structureless_embeddings_keep_weighted_moments_or_columns():

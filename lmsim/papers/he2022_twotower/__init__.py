@@ -34,6 +34,7 @@ from lmsim.papers.he2022_twotower.checklist import (
     replicates,
     table4_claims,
     tag_source_note,
+    tower_type,
     type_pairs,
 )
 from lmsim.papers.he2022_twotower.checklist import ica_claims as ica_claims_null
@@ -125,6 +126,7 @@ __all__ = [
     "group_label",
     "null_seed",
     "replicates",
+    "tower_type",
     "collapse_claim",
     "crossfit_bars",
     "head_ratios",
