@@ -103,6 +103,7 @@ from lmsim.papers.he2022_twotower.pos import (
     POS_REFERENCES,
     pos_table,
     relative_pos_test,
+    tag_sources,
     token_pos,
 )
 from lmsim.papers.he2022_twotower.reliability import (
@@ -127,6 +128,7 @@ __all__ = [
     "null_seed",
     "replicates",
     "tower_type",
+    "tag_sources",
     "collapse_claim",
     "crossfit_bars",
     "head_ratios",
