@@ -188,7 +188,7 @@ def test_structureless_embeddings_keep_weighted_moments_or_columns():
         chapter.structureless_embeddings(X, w, "rows", np.random.default_rng(1))
 
 
-def test_ica_claims_judge_above_the_same_pipeline_null():
+def test_ica_claims_judge_per_word_against_the_same_pipeline_null():
     rng = np.random.default_rng(0)
     X = rng.laplace(size=(400, 6)) @ rng.normal(size=(6, 6))
     w = rng.integers(1, 10, 400).astype(float)
@@ -197,13 +197,69 @@ def test_ica_claims_judge_above_the_same_pipeline_null():
     }
     fit = tt.fit_ica(X, 4, w, n_iter=300)
     claims = Claims("t", "p")
-    made = chapter.ica_claims_null(claims, fit.Y, w, nulls, chapter.PAPER_ICA_FACTS, n_boot=50)
+    made = chapter.ica_claims_null(claims, fit.Y, w, nulls, chapter.PAPER_ICA_FACTS, n_boot=50,
+                                   vocab=500)  # fmt: skip
+    assert set(made) == set(chapter.ICA_CLAIM_FACTS)
     for claim in made.values():
         record = claim.record()
-        assert record["role"] == "paper" and record["null"] is not None
+        assert record["role"] == "paper" and "per word" in record["claim"]
+        assert record["unit"] == "words and null draws"
         assert not evidence_problems(record)
+        if record["verdict"] == "inconclusive":
+            assert "null draws" in record["mde"]["settle"] and "500" in record["mde"]["settle"]
     table = chapter.ica_nulls_table(nulls, fit.Y, w)
-    assert "gaussian null mean" in table and "mean groups per word (per word)" in table.index
+    assert "gaussian null draws" in table and "mean groups per word (per word)" in table.index
+    one = {"gaussian": {k: v[:1] for k, v in nulls["gaussian"].items()}}
+    claims = Claims("t", "p")
+    made = chapter.ica_claims_null(claims, fit.Y, w, one, chapter.PAPER_ICA_FACTS, n_boot=20)
+    assert {c.verdict for c in made.values()} == {"not testable here"}
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_scale_free_ica_facts_ignore_each_components_scale(seed):
+    """Review finding D: the standardised facts are unchanged when a component is rescaled
+    (the raw fraction in [-1, 1] is not), and match a naive per-component loop."""
+    rng = np.random.default_rng(seed)
+    Y = rng.laplace(size=(3000, 5))
+    w = rng.integers(1, 20, 3000).astype(float)
+    keys = list(chapter.SCALE_FREE_FACTS)
+    facts = chapter.ica_facts(Y, w)
+    scaled = chapter.ica_facts(Y * np.array([0.2, 1, 3, 5, 0.5]), w)
+    for key in keys:
+        assert scaled[key] == pytest.approx(facts[key], abs=1e-12)
+    raw = "fraction of values in [-1, 1]"
+    assert abs(scaled[raw] - facts[raw]) > 0.01
+    p = w / w.sum()
+    inside, groups, kurt = 0.0, 0.0, []
+    for j in range(5):
+        mu = np.sum(p * Y[:, j])
+        sd = np.sqrt(np.sum(p * (Y[:, j] - mu) ** 2))
+        z = (Y[:, j] - mu) / sd
+        inside += np.sum(p * (np.abs(z) <= 1)) / 5
+        groups += np.sum(p * (np.abs(z) > 2.5))
+        kurt.append(np.sum(p * z**4) - 3)
+    assert facts[keys[0]] == pytest.approx(inside)
+    assert facts[keys[1]] == pytest.approx(groups)
+    assert facts[keys[2]] == pytest.approx(np.mean(kurt))
+    gauss = chapter.ica_facts(rng.normal(size=(200_000, 2)))
+    assert gauss[keys[0]] == pytest.approx(chapter.SCALE_FREE_FACTS[keys[0]], abs=0.005)
+    assert abs(gauss[keys[2]]) < 0.05
+
+
+def test_null_difference_carries_the_null_means_uncertainty():
+    from scipy.stats import t as student
+
+    from lmsim import stats
+
+    ours = stats.Estimate(0.9, 0.88, 0.92, unit="words", n=100, sd=0.01)
+    draws = np.array([0.7, 0.8])
+    got = chapter.null_difference(ours, draws, 100)
+    se = np.sqrt(0.01**2 + draws.var(ddof=1) / 2)
+    df = int((0.01**2 + draws.var(ddof=1) / 2) ** 2 / ((draws.var(ddof=1) / 2) ** 2 / 1))
+    assert got.estimate == pytest.approx(0.15) and got.df == df
+    assert got.high - got.estimate == pytest.approx(student.ppf(0.975, df) * se)
+    assert got.low < 0, "two null draws cannot give a verdict here"
+    assert chapter.null_difference(ours, draws[:1], 100) is None
 
 
 # ------------------------------------------- every seed of a setting (review finding A)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from lmsim.papers.he2022_twotower.checklist import (
     COLLAPSE_RATIO,
+    ICA_CLAIM_FACTS,
     claim_groups,
     collapse_claim,
     collapse_threshold_range,
@@ -31,6 +32,7 @@ from lmsim.papers.he2022_twotower.checklist import (
     group_label,
     head_ratios,
     ica_nulls_table,
+    null_difference,
     replicates,
     table4_claims,
     tag_source_note,
@@ -63,9 +65,11 @@ from lmsim.papers.he2022_twotower.crossfit import (
 )
 from lmsim.papers.he2022_twotower.nulls import (
     ICA_NULL_METHODS,
+    SCALE_FREE_FACTS,
     frequency_matched_null,
     frequency_strata,
     global_gap_null,
+    ica_facts,
     ica_null,
     null_correlations,
     structureless_embeddings,
@@ -128,6 +132,10 @@ __all__ = [
     "null_seed",
     "replicates",
     "tower_type",
+    "ICA_CLAIM_FACTS",
+    "SCALE_FREE_FACTS",
+    "ica_facts",
+    "null_difference",
     "tag_sources",
     "collapse_claim",
     "crossfit_bars",
