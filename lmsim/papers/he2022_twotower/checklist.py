@@ -150,7 +150,7 @@ def crossfit_bars(pairs, halves: Halves, gap_nulls: Mapping, counts, n_perm: int
         ``gap null mean``, ``gap null p99``, ``frequency null p99``, ``bar`` and ``null``
         (the global-gap :class:`lmsim.stats.Null`).
     """
-    groups = pairs if isinstance(pairs, Mapping) else {tuple(p): tuple(p) for p in pairs}
+    groups = _as_groups(pairs)
     out = {}
     for (a, b), (runs_a, runs_b) in groups.items():
         gap = null_crossfit(gap_nulls, runs_a, runs_b, q=0.99)
@@ -164,6 +164,13 @@ def crossfit_bars(pairs, halves: Halves, gap_nulls: Mapping, counts, n_perm: int
             "null": gap,
         }
     return out
+
+
+def _as_groups(pairs) -> dict:
+    """``pairs`` as :func:`claim_groups`' mapping (a plain pair: one run a side)."""
+    if isinstance(pairs, Mapping):
+        return dict(pairs)
+    return {(a, b): ([a], [b]) for a, b in pairs}
 
 
 def replicates(name: str, specs) -> list[str]:
@@ -217,7 +224,7 @@ def relation_claims(claims, pairs, specs, halves: Halves, bars: Mapping, collaps
     ceiling, r / ceiling, the null's mean and bar, the paper's value, the verdict.
     """
     by_name = {s.name: s for s in specs}
-    groups = pairs if isinstance(pairs, Mapping) else {tuple(p): tuple(p) for p in pairs}
+    groups = _as_groups(pairs)
     rows = []
     for (a, b), (runs_a, runs_b) in groups.items():
         runs_a, runs_b = list(runs_a), list(runs_b)
@@ -282,7 +289,7 @@ def table4_claims(claims, pairs, specs, halves: Halves, collapsed: Mapping):
     that type pair (the cross-fitted Spearman ceiling attenuates the difference; approximate,
     since each frequency term is attenuated by one run's reliability only)."""
     by_name = {s.name: s for s in specs}
-    groups = pairs if isinstance(pairs, Mapping) else {tuple(p): tuple(p) for p in pairs}
+    groups = _as_groups(pairs)
     rows = []
     for (a, b), (runs_a, runs_b) in groups.items():
         runs_a, runs_b = list(runs_a), list(runs_b)
