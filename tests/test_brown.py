@@ -204,3 +204,17 @@ def test_real_package(real_package):
     tags = {t for s in news for _, t in s}
     upos = {brown_tag_to_upos(t) for t in tags}
     assert upos <= set(UPOS_TAGS) and {"NOUN", "VERB", "AUX", "PROPN", "PUNCT"} <= upos
+
+
+def test_load_sentences_reads_brown_gold_upos(tmp_path, monkeypatch):
+    """``load_sentences("brown")``: gold tags mapped to UPOS, not silver (review B of issue
+    43: the two-tower page's gold tags beside spaCy's)."""
+    from lmsim.data import load_sentences
+
+    path = tmp_path / "ca01"
+    path.write_text(SAMPLE)
+    monkeypatch.setattr(brown, "brown_package", lambda *a, **k: path)
+    sentences = load_sentences("brown", "train", 1)
+    assert len(sentences) == 1 and not sentences[0].silver
+    assert sentences[0].words[:3] == ["The", "Fulton", "County"]
+    assert sentences[0].upos[:3] == ["DET", "PROPN", "NOUN"]

@@ -353,6 +353,33 @@ def test_write_results_generates_landing_tables(tmp_path):
     assert "| control: rho rises with T (zoo) (zoo) |" in controls
 
 
+def test_a_withdrawn_page_is_listed_apart_and_not_counted(tmp_path):
+    """A page marked ``withdrawn:`` in the manifest: its records sit in their own section
+    of the chapter's table and count in no tally (the chapter's or the book's)."""
+    from lmsim import reproduce
+
+    (tmp_path / "book" / "demo").mkdir(parents=True)
+    for name in ("01_page", "02_gpu"):
+        _page(tmp_path / "book" / "demo" / f"{name}.ipynb", _claims()._payload())
+        nb = json.loads((tmp_path / "book" / "demo" / f"{name}.ipynb").read_text())
+        nb["metadata"]["lmsim"] = {"status": "ok", "page": f"demo/{name}"}
+        (tmp_path / "book" / "demo" / f"{name}.ipynb").write_text(json.dumps(nb))
+    entries = [{"name": "01_page"}, {"name": "02_gpu", "withdrawn": "overturned by issue 43"}]
+    manifest = {"chapters": [{"slug": "demo", "title": "Demo", "notebooks": entries}]}
+    assert reproduce.withdrawn_pages(manifest["chapters"][0]) == {
+        "02_gpu": "overturned by issue 43"
+    }
+    reproduce.write_results(manifest, tmp_path)
+    overall = (tmp_path / "book" / "_results.md").read_text()
+    assert "| {doc}`Demo </book/demo/index>` | 2 | 2 | 0 | 1 | 1 | 1 | 0 | 0 | 1 |" in overall
+    assert "02_gpu" not in overall, "a withdrawn page's failing claims are not listed"
+    chapter = (tmp_path / "book" / "demo" / "_results.md").read_text()
+    counted, apart = chapter.split(f"**{cl.WITHDRAWN_TITLE}** (")
+    assert "**Paper claims** (7;" in counted and "02_gpu" not in counted
+    assert apart.startswith("8;") and "- `02_gpu`: overturned by issue 43" in apart
+    assert "| paper: student closer to teacher" in apart
+
+
 # ------------------------------------------------------------------------ tolerances
 def test_every_record_carries_the_tolerance_it_is_verified_by():
     claims = cl.Claims("demo", "01_page")

@@ -134,8 +134,10 @@ CHAPTERS = {chapter["slug"]: (chapter, names) for chapter, names in _manifest_pa
 
 
 def _chapter_records(slug: str):
-    _, names = CHAPTERS[slug]
-    return cl.collect([BOOK / slug / f"{name}.ipynb" for name in names])
+    """The records the tallies count: withdrawn pages (``withdrawn:`` in runs.yml) left out."""
+    chapter, names = CHAPTERS[slug]
+    withdrawn = reproduce.withdrawn_pages(chapter)
+    return cl.collect([BOOK / slug / f"{name}.ipynb" for name in names if name not in withdrawn])
 
 
 def _sections(text: str) -> dict[str, list[str]]:

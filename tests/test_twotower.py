@@ -212,6 +212,9 @@ def test_token_pos_uses_the_most_frequent_tag(data):
     pos = chapter.token_pos(sents, data.tokenizer).set_index("token")
     assert pos.loc["the", "upos"] == "DET" and pos.loc["the", "n"] == 2
     assert pos["silver"].all()
+    cased = [Sentence(["The", "run"], ["DET", "VERB"]), Sentence(["the"], ["DET"])]
+    lower = chapter.token_pos(cased, data.tokenizer, lowercase=True).set_index("token")
+    assert lower.loc["the", "n"] == 2 and not lower["silver"].any()
 
 
 # ---------------------------------------------------------------------------------- ICA

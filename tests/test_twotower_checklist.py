@@ -10,7 +10,7 @@ from lmsim.claims import Claims, evidence_problems
 from lmsim.papers import he2022_twotower as chapter
 
 
-def toy_runs(n_chunks=200, per_chunk=40, vocab=60, preference=0.0, seed=0):
+def toy_runs(n_chunks=200, per_chunk=40, vocab=60, preference=0.0, seed=0, names=("a", "b")):
     """Two runs scored on one text. Every occurrence has a context effect ``u`` that both
     runs share (the text) and that helps the first head more than the second; with
     ``preference`` > 0 both runs also share a per-token preference (the secondary head
@@ -22,7 +22,7 @@ def toy_runs(n_chunks=200, per_chunk=40, vocab=60, preference=0.0, seed=0):
     u = rng.normal(size=n)
     pref_of = preference * rng.normal(size=vocab)
     out = {}
-    for name in ("a", "b"):
+    for name in names:
         base = -3.0 + 0.3 * rng.normal(size=n)
         log_p = np.stack(
             [
@@ -125,7 +125,9 @@ def test_collapse_claim_flags_a_run_whose_weaker_head_lags():
     assert claims.records[-1].verdict == "does not hold" and claims.records[-1].role == "method"
 
 
-def test_pos_claims_show_each_tower_type_and_are_holm_corrected():
+def test_pos_claims_judge_each_tower_type_under_one_holm_family():
+    """Review finding C: every (tag, tower type) is a claim, Holm over all of them together;
+    the forward-only ELMo is its own type; the pooled estimate weighs types, not runs."""
     import pandas as pd
 
     rng = np.random.default_rng(0)
@@ -136,18 +138,40 @@ def test_pos_claims_show_each_tower_type_and_are_holm_corrected():
     shift = np.where(tags == "PROPN", 1.0, 0.0)  # PROPN leans primary in gpt, secondary in bert
     specs = _specs(
         {"name": "g", "tower": "gpt", "hidden": 8, "layers": 1, "heads": 1, "seed": 0},
+        {"name": "g1", "tower": "gpt", "hidden": 8, "layers": 1, "heads": 1, "seed": 1},
         {"name": "e", "tower": "bert", "hidden": 8, "layers": 1, "heads": 1, "seed": 0},
-    )
-    scores = {"g": shift + 0.3 * rng.normal(size=n), "e": -shift + 0.3 * rng.normal(size=n)}
+        {"name": "f", "tower": "elmo", "hidden": 8, "layers": 1, "seed": 0,
+         "elmo_forward_only": True},
+    )  # fmt: skip
+    assert [chapter.tower_type(s) for s in specs] == ["gpt", "gpt", "bert", "elmo-fwd"]
+    scores = {
+        "g": shift + 0.3 * rng.normal(size=n),
+        "g1": shift + 0.3 * rng.normal(size=n),
+        "e": -shift + 0.3 * rng.normal(size=n),
+        "f": 0.3 * rng.normal(size=n),
+    }
+    silver = pos.assign(silver=True)
     claims = Claims("t", "p")
     made = chapter.pos_claims_by_type(claims, scores, specs, pos, tokens, ["PROPN", "VERB"],
-                                      n_boot=200)  # fmt: skip
-    propn = made["PROPN"].record()
-    by_type = {g["group"]: g["verdict"] for g in propn["groups"]}
-    assert by_type == {"bert": "holds", "gpt": "does not hold"}
-    assert propn["verdict"] == "heterogeneous"
-    assert propn["family"]["correction"] == "Holm" and propn["family"]["size"] == 2
-    assert not evidence_problems(propn)
+                                      n_boot=200, beside={"silver": silver})  # fmt: skip
+    assert made[("PROPN", "bert")].verdict == "holds"
+    assert made[("PROPN", "gpt")].verdict == "does not hold"
+    per_type = [c for key, c in made.items() if isinstance(key, tuple)]
+    assert len(per_type) == 6 and all(c.role == "paper" for c in per_type)
+    assert {c.family["size"] for c in per_type} == {6}
+    assert "beside: silver" in made[("PROPN", "gpt")].note
+    pooled = made["PROPN"]
+    assert pooled.role == "beyond" and pooled.verdict == "heterogeneous"
+    naive = np.mean(
+        [
+            np.mean([chapter.pos_estimate({r: scores[r]}, pos, tokens, "PROPN", n_boot=10)
+                     .estimate for r in runs])
+            for runs in (["g", "g1"], ["e"], ["f"])
+        ]
+    )  # fmt: skip
+    assert pooled.estimate == pytest.approx(naive, abs=1e-12)
+    for c in made.values():
+        assert not evidence_problems(c.record())
 
 
 def test_structureless_embeddings_keep_weighted_moments_or_columns():
@@ -164,7 +188,7 @@ def test_structureless_embeddings_keep_weighted_moments_or_columns():
         chapter.structureless_embeddings(X, w, "rows", np.random.default_rng(1))
 
 
-def test_ica_claims_judge_above_the_same_pipeline_null():
+def test_ica_claims_judge_per_word_against_the_same_pipeline_null():
     rng = np.random.default_rng(0)
     X = rng.laplace(size=(400, 6)) @ rng.normal(size=(6, 6))
     w = rng.integers(1, 10, 400).astype(float)
@@ -173,10 +197,167 @@ def test_ica_claims_judge_above_the_same_pipeline_null():
     }
     fit = tt.fit_ica(X, 4, w, n_iter=300)
     claims = Claims("t", "p")
-    made = chapter.ica_claims_null(claims, fit.Y, w, nulls, chapter.PAPER_ICA_FACTS, n_boot=50)
+    made = chapter.ica_claims_null(claims, fit.Y, w, nulls, chapter.PAPER_ICA_FACTS, n_boot=50,
+                                   vocab=500)  # fmt: skip
+    assert set(made) == set(chapter.ICA_CLAIM_FACTS)
     for claim in made.values():
         record = claim.record()
-        assert record["role"] == "paper" and record["null"] is not None
+        assert record["role"] == "paper" and "per word" in record["claim"]
+        assert record["unit"] == "words and null draws"
         assert not evidence_problems(record)
+        if record["verdict"] == "inconclusive":
+            assert "null draws" in record["mde"]["settle"] and "500" in record["mde"]["settle"]
     table = chapter.ica_nulls_table(nulls, fit.Y, w)
-    assert "gaussian null mean" in table and "mean groups per word (per word)" in table.index
+    assert "gaussian null draws" in table and "mean groups per word (per word)" in table.index
+    one = {"gaussian": {k: v[:1] for k, v in nulls["gaussian"].items()}}
+    claims = Claims("t", "p")
+    made = chapter.ica_claims_null(claims, fit.Y, w, one, chapter.PAPER_ICA_FACTS, n_boot=20)
+    assert {c.verdict for c in made.values()} == {"not testable here"}
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_scale_free_ica_facts_ignore_each_components_scale(seed):
+    """Review finding D: the standardised facts are unchanged when a component is rescaled
+    (the raw fraction in [-1, 1] is not), and match a naive per-component loop."""
+    rng = np.random.default_rng(seed)
+    Y = rng.laplace(size=(3000, 5))
+    w = rng.integers(1, 20, 3000).astype(float)
+    keys = list(chapter.SCALE_FREE_FACTS)
+    facts = chapter.ica_facts(Y, w)
+    scaled = chapter.ica_facts(Y * np.array([0.2, 1, 3, 5, 0.5]), w)
+    for key in keys:
+        assert scaled[key] == pytest.approx(facts[key], abs=1e-12)
+    raw = "fraction of values in [-1, 1]"
+    assert abs(scaled[raw] - facts[raw]) > 0.01
+    p = w / w.sum()
+    inside, groups, kurt = 0.0, 0.0, []
+    for j in range(5):
+        mu = np.sum(p * Y[:, j])
+        sd = np.sqrt(np.sum(p * (Y[:, j] - mu) ** 2))
+        z = (Y[:, j] - mu) / sd
+        inside += np.sum(p * (np.abs(z) <= 1)) / 5
+        groups += np.sum(p * (np.abs(z) > 2.5))
+        kurt.append(np.sum(p * z**4) - 3)
+    assert facts[keys[0]] == pytest.approx(inside)
+    assert facts[keys[1]] == pytest.approx(groups)
+    assert facts[keys[2]] == pytest.approx(np.mean(kurt))
+    gauss = chapter.ica_facts(rng.normal(size=(200_000, 2)))
+    assert gauss[keys[0]] == pytest.approx(chapter.SCALE_FREE_FACTS[keys[0]], abs=0.005)
+    assert abs(gauss[keys[2]]) < 0.05
+
+
+def test_null_difference_carries_the_null_means_uncertainty():
+    from scipy.stats import t as student
+
+    from lmsim import stats
+
+    ours = stats.Estimate(0.9, 0.88, 0.92, unit="words", n=100, sd=0.01)
+    draws = np.array([0.7, 0.8])
+    got = chapter.null_difference(ours, draws, 100)
+    se = np.sqrt(0.01**2 + draws.var(ddof=1) / 2)
+    df = int((0.01**2 + draws.var(ddof=1) / 2) ** 2 / ((draws.var(ddof=1) / 2) ** 2 / 1))
+    assert got.estimate == pytest.approx(0.15) and got.df == df
+    assert got.high - got.estimate == pytest.approx(student.ppf(0.975, df) * se)
+    assert got.low < 0, "two null draws cannot give a verdict here"
+    assert chapter.null_difference(ours, draws[:1], 100) is None
+
+
+# ------------------------------------------- every seed of a setting (review finding A)
+def test_crossfit_runs_of_one_run_each_is_crossfit_pair():
+    occ, tokens = toy_runs(preference=0.5, seed=1)
+    halves = chapter.half_scores(occ, tokens, n_splits=5, n_boot=60)
+    one, pair = chapter.crossfit_runs(halves, ["a"], "b"), chapter.crossfit_pair(halves, "a", "b")
+    for name in ("r", "ceiling", "same_text"):
+        got, want = getattr(one, name), getattr(pair, name)
+        assert (got.estimate, got.low, got.high) == (want.estimate, want.low, want.high)
+    assert one.r.unit == "tokens x chunk splits"
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_crossfit_runs_averages_every_cross_pair_and_resamples_seeds(seed):
+    """Point value: the mean of crossfit_pair's over the cross pairs (a naive loop); the
+    interval's unit names the seeds."""
+    occ, tokens = toy_runs(preference=0.4, seed=seed, names=("a0", "a1", "b0", "b1"))
+    halves = chapter.half_scores(occ, tokens, n_splits=4, n_boot=80)
+    got = chapter.crossfit_runs(halves, ["a0", "a1"], ["b0", "b1"])
+    naive = np.mean(
+        [chapter.crossfit_pair(halves, x, y).r.estimate for x in ("a0", "a1") for y in ("b0", "b1")]
+    )
+    assert got.r.estimate == pytest.approx(naive, abs=1e-12)
+    assert got.r.unit == "seeds x tokens x chunk splits" and got.r.low < got.r.estimate < got.r.high
+    stat = chapter.crossfit_statistic(
+        halves, ["a0", "a1"], ["b0", "b1"], lambda x, y, k: float(np.mean(x - y)), "mean diff"
+    )
+    loop = np.mean(
+        [
+            chapter.crossfit_statistic(
+                halves, x, y, lambda u, v, k: float(np.mean(u - v)), "d"
+            ).estimate
+            for x in ("a0", "a1")
+            for y in ("b0", "b1")
+        ]
+    )
+    assert stat.estimate == pytest.approx(loop, abs=1e-12)
+    with pytest.raises(ValueError, match="no pair"):
+        chapter.crossfit_runs(halves, ["a0"], ["a0"])
+
+
+def test_null_crossfit_of_settings_is_the_pairwise_mean_draw_by_draw():
+    occ, tokens = toy_runs(preference=0.3, seed=3, names=("a0", "a1", "b0"))
+    nulls = chapter.crossfit_gap_null(occ, tokens, n_draws=8)
+    got = chapter.null_crossfit(nulls, ["a0", "a1"], ["b0"])
+    each = [chapter.null_crossfit(nulls, x, "b0").distribution.draws for x in ("a0", "a1")]
+    assert np.allclose(np.sort(got.distribution.draws), np.sort(np.mean(each, axis=0)))
+
+
+def test_gap_null_draws_have_their_own_seed_per_run():
+    """Review finding H: two runs of a pair never draw with the same stream."""
+    seeds = {chapter.null_seed(0, r, k, h) for r in range(3) for k in range(4) for h in (0, 1)}
+    assert len(seeds) == 24
+    occ, tokens = toy_runs(seed=6)
+    same = tt.Occurrences(occ["a"].token, occ["a"].chunk, occ["a"].log_p, 60)
+    nulls = chapter.crossfit_gap_null({"a": occ["a"], "a2": same}, tokens, n_draws=3)
+    assert not np.allclose(nulls["a"], nulls["a2"], equal_nan=True)
+
+
+def test_frequency_null_uses_every_point_split_both_ways():
+    occ, tokens = toy_runs(preference=0.2, seed=7)
+    halves = chapter.half_scores(occ, tokens, n_splits=3, n_boot=10)
+    counts = np.bincount(occ["a"].token, minlength=60)[tokens]
+    null = chapter.frequency_null(halves, "a", "b", counts, n_perm=30)
+    assert null.shape == (30,)
+    naive = []
+    for i in range(3):
+        both = []
+        for h in (0, 1):
+            u, v = halves.scores["a"][i, h], halves.scores["b"][i, 1 - h]
+            ok = np.isfinite(u) & np.isfinite(v)
+            strata = chapter.frequency_strata(counts[ok])
+            both.append(chapter.permutation_null(u[ok], v[ok], 10, seed=i, strata=strata))
+        naive.append(np.mean(both, axis=0))
+    assert np.allclose(null, np.concatenate(naive))
+
+
+def test_claim_groups_use_every_seed_of_a_setting_and_say_one_seed_only():
+    specs = _specs(
+        {"name": "g0", "tower": "gpt", "hidden": 8, "layers": 1, "heads": 1, "seed": 0},
+        {"name": "g1", "tower": "gpt", "hidden": 8, "layers": 1, "heads": 1, "seed": 1},
+        {"name": "gs", "tower": "gpt", "hidden": 4, "layers": 1, "heads": 1, "seed": 0},
+        {"name": "e0", "tower": "elmo", "hidden": 8, "layers": 1, "seed": 0},
+    )
+    groups = chapter.claim_groups([("g0", "g1"), ("g0", "gs"), ("g0", "e0")], specs)
+    assert groups[("g0", "g1")] == (["g0"], ["g1"])
+    assert groups[("g0", "gs")] == (["g0", "g1"], ["gs"])
+    assert groups[("g0", "e0")] == (["g0", "g1"], ["e0"])
+    assert chapter.group_label(["e0"], {"e0": 0}) == "e0 (seed 0 only)"
+    occ, tokens = toy_runs(preference=0.3, seed=8, names=("g0", "g1", "gs", "e0"))
+    halves = chapter.half_scores(occ, tokens, n_splits=4, n_boot=60)
+    nulls = chapter.crossfit_gap_null(occ, tokens, n_draws=10)
+    counts = np.bincount(occ["g0"].token, minlength=60)[tokens]
+    bars = chapter.crossfit_bars(groups, halves, nulls, counts, n_perm=40)
+    claims = Claims("t", "p")
+    rows = chapter.relation_claims_crossfit(claims, groups, specs, halves, bars, {})
+    texts = [c.claim for c in claims.records]
+    assert texts[2].startswith("g0/g1 and e0 (seed 0 only) (type)")
+    assert "one seed only" in claims.records[2].note and rows.loc[2, "run A"] == "g0/g1"
+    assert claims.records[2].unit == "seeds x tokens x chunk splits"

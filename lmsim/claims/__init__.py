@@ -87,6 +87,7 @@ from lmsim.claims._records import (
 from lmsim.claims._rules import judge, parse_rule
 from lmsim.claims._tables import (
     SECTIONS,
+    WITHDRAWN_TITLE,
     chapter_counts,
     chapter_markdown,
     collect,
@@ -94,6 +95,7 @@ from lmsim.claims._tables import (
     overview_markdown,
     results_markdown,
     roles,
+    withdrawn_markdown,
 )
 from lmsim.claims._tolerance import (
     FIXED_ATOL,
@@ -125,10 +127,12 @@ __all__ = [
     "collect",
     "chapter_counts",
     "results_markdown",
+    "withdrawn_markdown",
     "failing_markdown",
     "overview_markdown",
     "chapter_markdown",
     "SECTIONS",
+    "WITHDRAWN_TITLE",
     "ROLES",
     "roles",
     "effective_role",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, fields
 from pathlib import Path
 
@@ -24,6 +24,8 @@ SECTIONS = (
     ("Method checks", ("method",), "that our method works, whatever their verdict; not counted"),
     ("Controls and contrasts", ("control", "contrast"), "not counted"),
 )
+#: The section of a chapter's ``_results.md`` that lists withdrawn pages' records.
+WITHDRAWN_TITLE = "Withdrawn pages"
 #: What the tallies call each group of roles outside ``paper``.
 ROLE_COUNTS = {"beyond": ("beyond",), "method": ("method",), "controls": ("control", "contrast")}
 
@@ -171,6 +173,35 @@ def chapter_markdown(records: pd.DataFrame) -> str:
         if len(rows):
             out += [f"**{title}** ({len(rows)}; {what})", ""]
             out += _table(rows, beside=title == SECTIONS[-1][0]) + [""]
+    return "\n".join(out)
+
+
+def withdrawn_markdown(records: pd.DataFrame, reasons: Mapping[str, str]) -> str:
+    """The claims of withdrawn pages, listed apart and counted nowhere.
+
+    One section ``**Withdrawn pages** (<count>; ...)``, each page's reason, then the
+    page's non-sanity records in one table (their verdicts as recorded, not counted in
+    any tally). Empty when no page is withdrawn or none has records.
+
+    Parameters
+    ----------
+    records : DataFrame
+        :func:`collect` of the withdrawn pages.
+    reasons : mapping of page name to str
+        Why each page is withdrawn (``withdrawn:`` in ``notebooks/runs.yml``).
+    """
+    shown = records[records["kind"] != "sanity"]
+    if shown.empty:
+        return ""
+    out = [
+        "",
+        f"**{WITHDRAWN_TITLE}** ({len(shown)}; verdicts withdrawn by the page's notice; "
+        "not counted in any tally)",
+        "",
+    ]
+    for page in dict.fromkeys(shown["page"]):
+        out.append(f"- `{page}`: {_cell(reasons.get(page, 'withdrawn'))}")
+    out += ["", *_table(shown, beside=True), ""]
     return "\n".join(out)
 
 

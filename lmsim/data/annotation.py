@@ -185,7 +185,9 @@ def load_sentences(
     name : str
         ``"ptb"``: PTB lines split on whitespace, silver-annotated with spaCy (cached as
         JSON under ``cache_dir("data")``); ``"smoke"``: generated sentences with the
-        grammar's gold tags; a path to a ``.conllu`` file: gold annotations.
+        grammar's gold tags; ``"brown"``: the Brown corpus's gold tags mapped to UPOS
+        (:mod:`lmsim.data.brown`; no dependency trees, ``split`` ignored); a path to a
+        ``.conllu`` file: gold annotations.
     split : {"train", "valid", "test"}
         Ignored for ``.conllu`` files.
     max_sentences : int, optional
@@ -205,9 +207,15 @@ def load_sentences(
         words = [line.split() for line in load_corpus("ptb", split, max_docs=max_sentences)]
         path = _annotation_cache("ptb", split, words)
         return _cached_sentences(path, lambda: silver_annotate(words, progress=len(words) > 1000))
+    if name == "brown":
+        from lmsim.data.brown import read_brown, upos_sentences
+
+        # Brown has no splits: `split` is ignored; gold tags mapped to UPOS (brown.py)
+        tagged = upos_sentences(read_brown(max_sentences=max_sentences))
+        return [Sentence([w for w, _ in s], [t for _, t in s]) for s in tagged if s]
     if str(name).endswith(".conllu"):
         sentences = read_conllu(name)
         return sentences[:max_sentences] if max_sentences else sentences
     raise ValueError(
-        f"unknown sentence source {name!r}: use 'ptb', 'smoke' or a path to a .conllu file"
+        f"unknown sentence source {name!r}: use 'ptb', 'smoke', 'brown' or a path to a .conllu file"
     )

@@ -100,7 +100,7 @@ from lmsim.reproduce._provenance import (  # noqa: F401
     add_provenance,
     provenance_text,
 )
-from lmsim.reproduce._results import cost_markdown, write_results  # noqa: F401
+from lmsim.reproduce._results import cost_markdown, withdrawn_pages, write_results  # noqa: F401
 from lmsim.reproduce._toc import build_toc, chapter_status_markdown, write_toc
 
 __all__ = [

@@ -23,7 +23,7 @@ OPT_IN_PROFILES: tuple[str, ...] = ("gpu",)
 BOOK_PROFILES: tuple[str, ...] = ("default", *OPT_IN_PROFILES)
 MANIFEST = Path("notebooks") / "runs.yml"
 _CHAPTER_KEYS = {"slug", "title", "notebooks"}
-_ENTRY_KEYS = {"name", "source", "verify", "title", "barrier", "needs"}
+_ENTRY_KEYS = {"name", "source", "verify", "title", "barrier", "needs", "withdrawn"}
 # A profile's value that keeps a page from running under that profile.
 SKIP = "skip"
 # The five papers the book sets out to reproduce; the slugs are their BibTeX keys.

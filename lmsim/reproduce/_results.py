@@ -37,6 +37,26 @@ def cost_markdown(pages: Mapping[str, dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def withdrawn_pages(chapter: Mapping[str, Any]) -> dict[str, str]:
+    """The chapter's pages whose verdicts are withdrawn, with the reason.
+
+    A page entry of ``notebooks/runs.yml`` with ``withdrawn: "<reason>"`` (a page kept in
+    the book whose notice withdraws its verdicts, e.g. a frozen GPU page a later design
+    overturns) is listed apart in the chapter's ``_results.md`` and never counted in the
+    paper-claim tallies.
+
+    Returns
+    -------
+    dict of page name to reason
+    """
+    out = {}
+    for entry in chapter.get("notebooks", []):
+        reason = entry.get("withdrawn")
+        if reason:
+            out[entry["name"]] = str(reason).strip()
+    return out
+
+
 def write_results(manifest: Mapping[str, Any], root: str | Path) -> list[Path]:
     """Write the claim tables the landing pages include, from the executed pages.
 
@@ -50,7 +70,8 @@ def write_results(manifest: Mapping[str, Any], root: str | Path) -> list[Path]:
     (:func:`lmsim.claims.overview_markdown`). Sanity identities are left out of both (they
     hold by construction; the pages show them). Nothing is typed by hand: rerun
     ``--write-toc`` after executing pages (``tests/test_claims_pages.py`` checks the
-    tallies against the pages).
+    tallies against the pages). A page marked withdrawn (:func:`withdrawn_pages`) is
+    listed apart at the end of its chapter's table and counted nowhere.
     """
     from lmsim import claims as claims_mod
 
@@ -61,9 +82,15 @@ def write_results(manifest: Mapping[str, Any], root: str | Path) -> list[Path]:
         slug = chapter["slug"]
         # Each page is read once, for its claim records and for its provenance.
         pages = {n: json.loads((root / "book" / slug / f"{n}.ipynb").read_text()) for n in names}
-        records = claims_mod.collect(pages.values())
+        withdrawn = withdrawn_pages(chapter)
+        records = claims_mod.collect([nb for n, nb in pages.items() if n not in withdrawn])
+        apart = claims_mod.collect([nb for n, nb in pages.items() if n in withdrawn])
         path = root / "book" / slug / "_results.md"
-        path.write_text(header + claims_mod.chapter_markdown(records))
+        path.write_text(
+            header
+            + claims_mod.chapter_markdown(records)
+            + claims_mod.withdrawn_markdown(apart, withdrawn)
+        )
         costs = root / "book" / slug / "_costs.md"
         costs.write_text(header + cost_markdown(pages))
         written += [path, costs]

@@ -23,12 +23,20 @@ from __future__ import annotations
 
 from lmsim.papers.he2022_twotower.checklist import (
     COLLAPSE_RATIO,
+    ICA_CLAIM_FACTS,
+    claim_groups,
     collapse_claim,
+    collapse_threshold_range,
     crossfit_bars,
+    frequency_null,
+    group_label,
     head_ratios,
     ica_nulls_table,
+    null_difference,
+    replicates,
     table4_claims,
     tag_source_note,
+    tower_type,
     type_pairs,
 )
 from lmsim.papers.he2022_twotower.checklist import ica_claims as ica_claims_null
@@ -48,16 +56,20 @@ from lmsim.papers.he2022_twotower.crossfit import (
     chunk_splits,
     crossfit_gap_null,
     crossfit_pair,
+    crossfit_runs,
     crossfit_statistic,
     half_scores,
     null_crossfit,
+    null_seed,
     reliability_by_frequency,
 )
 from lmsim.papers.he2022_twotower.nulls import (
     ICA_NULL_METHODS,
+    SCALE_FREE_FACTS,
     frequency_matched_null,
     frequency_strata,
     global_gap_null,
+    ica_facts,
     ica_null,
     null_correlations,
     structureless_embeddings,
@@ -95,6 +107,7 @@ from lmsim.papers.he2022_twotower.pos import (
     POS_REFERENCES,
     pos_table,
     relative_pos_test,
+    tag_sources,
     token_pos,
 )
 from lmsim.papers.he2022_twotower.reliability import (
@@ -111,6 +124,19 @@ from lmsim.papers.he2022_twotower.reliability import (
 
 __all__ = [
     "COLLAPSE_RATIO",
+    "claim_groups",
+    "collapse_threshold_range",
+    "crossfit_runs",
+    "frequency_null",
+    "group_label",
+    "null_seed",
+    "replicates",
+    "tower_type",
+    "ICA_CLAIM_FACTS",
+    "SCALE_FREE_FACTS",
+    "ica_facts",
+    "null_difference",
+    "tag_sources",
     "collapse_claim",
     "crossfit_bars",
     "head_ratios",

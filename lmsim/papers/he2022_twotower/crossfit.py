@@ -18,7 +18,7 @@ Spearman (1904), the attenuation ceiling; ``EVIDENCE.md`` §1 (cross-fitting).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -132,7 +132,9 @@ def _five(a: np.ndarray, b: np.ndarray, method: str) -> np.ndarray:
     )
 
 
-def _estimates(point, draws, n_tokens, what, level=0.95) -> dict[str, stats.Estimate]:
+def _estimates(
+    point, draws, n_tokens, what, level=0.95, unit="tokens x chunk splits"
+) -> dict[str, stats.Estimate]:
     out = {}
     tail = (1 - level) / 2
     for j, name in enumerate(_NAMES):
@@ -141,9 +143,9 @@ def _estimates(point, draws, n_tokens, what, level=0.95) -> dict[str, stats.Esti
             raise ValueError(f"cross-fitting draws of {name} are not finite; score more text")
         low, high = np.quantile(column, [tail, 1 - tail])
         out[name] = stats.Estimate(
-            float(point[j]), float(low), float(high), level, "tokens x chunk splits", n_tokens,
+            float(point[j]), float(low), float(high), level, unit, n_tokens,
             f"cross-fitted {what} ({name.replace('_', ' ')}; mean of the point splits, "
-            f"interval over {len(column)} token resamples x chunk splits)",
+            f"interval over {len(column)} {unit} resamples)",
             sd=float(column.std(ddof=1)), draws=column,
         )  # fmt: skip
     return out
@@ -175,6 +177,71 @@ def crossfit_pair(halves: Halves, a: str, b: str, method: str = "pearson", seed:
     return stats.CrossFit(**_estimates(point, np.array(draws), n_tokens, method))
 
 
+def _names(runs) -> list[str]:
+    return [runs] if isinstance(runs, str) else list(runs)
+
+
+def _cross(runs_a: Sequence[str], runs_b: Sequence[str]) -> list[tuple[str, str]]:
+    return [(x, y) for x in runs_a for y in runs_b if x != y]
+
+
+def _resample(runs: list[str], rng) -> list[str]:
+    # one run: nothing to resample (and no random draw, so one pair's interval is
+    # crossfit_pair's exactly)
+    return runs if len(runs) == 1 else [runs[i] for i in rng.integers(0, len(runs), len(runs))]
+
+
+def crossfit_runs(
+    halves: Halves, runs_a, runs_b, method: str = "pearson", seed: int = 0
+) -> stats.CrossFit:
+    """Cross-fitted correlation between two settings, each with every seed it has.
+
+    The point estimate is the mean over every cross pair ``(x, y)``, ``x`` in ``runs_a``,
+    ``y`` in ``runs_b`` (``x != y``), of :func:`crossfit_pair`'s point values (r, both
+    reliabilities, the ceiling, the same-text r). Each interval draw is hierarchical: it
+    resamples the runs of each side with replacement (the seeds), then one chunk split
+    and the tokens (the same for every pair), and averages over the resampled cross pairs.
+    With one run on each side this is :func:`crossfit_pair`.
+
+    Parameters
+    ----------
+    halves : Halves
+    runs_a, runs_b : str or sequence of str
+        The runs of each setting (e.g. ``["gpt-s0", "gpt-s1"]`` and ``["bert-s0",
+        "bert-s1"]``).
+    method : {"pearson", "spearman"}
+    seed : int
+
+    Returns
+    -------
+    lmsim.stats.CrossFit
+        Its unit is "seeds x tokens x chunk splits" when a side has more than one run.
+    """
+    if method not in ("pearson", "spearman"):
+        raise ValueError(f"`method` must be 'pearson' or 'spearman', got {method!r}")
+    runs_a, runs_b = _names(runs_a), _names(runs_b)
+    pairs = _cross(runs_a, runs_b)
+    if not pairs:
+        raise ValueError(f"`runs_a` {runs_a} and `runs_b` {runs_b} form no pair of two runs")
+    S = halves.scores
+    k, n_draws = halves.n_splits, len(S[runs_a[0]])
+    n_tokens = S[runs_a[0]].shape[2]
+    point = np.nanmean(
+        [_five(S[x][i], S[y][i], method) for x, y in pairs for i in range(k)], axis=0
+    )
+    rng = np.random.default_rng(seed)
+    draws = []
+    for i in range(k, n_draws):
+        ra, rb = _resample(runs_a, rng), _resample(runs_b, rng)
+        pick = rng.integers(0, n_tokens, n_tokens)
+        vals = [_five(S[x][i][:, pick], S[y][i][:, pick], method) for x, y in _cross(ra, rb)]
+        draws.append(np.nanmean(vals, axis=0) if vals else np.full(5, math.nan))
+    several = len(runs_a) > 1 or len(runs_b) > 1
+    unit = "seeds x tokens x chunk splits" if several else "tokens x chunk splits"
+    what = f"{method}, mean over {len(pairs)} cross pairs" if len(pairs) > 1 else method
+    return stats.CrossFit(**_estimates(point, np.array(draws), n_tokens, what, unit=unit))
+
+
 def crossfit_statistic(
     halves: Halves, a: str, b: str, statistic: Callable, what: str, seed: int = 0
 ) -> stats.Estimate:
@@ -183,10 +250,17 @@ def crossfit_statistic(
 
     ``statistic(x, y) -> float`` on two finite score vectors over the same tokens (in the
     tokens' frequency order, so a statistic may use the position as the frequency rank).
+    ``a`` and ``b`` may each be several runs (the seeds of one setting): the statistic is
+    then averaged over every cross pair, and each interval draw resamples the runs of each
+    side first, as :func:`crossfit_runs` does.
     """
-    A, B = halves.scores[a], halves.scores[b]
-    k = halves.n_splits
-    n_tokens = A.shape[2]
+    runs_a, runs_b = _names(a), _names(b)
+    pairs = _cross(runs_a, runs_b)
+    if not pairs:
+        raise ValueError(f"`a` {runs_a} and `b` {runs_b} form no pair of two runs")
+    S = halves.scores
+    k, n_draws = halves.n_splits, len(S[runs_a[0]])
+    n_tokens = S[runs_a[0]].shape[2]
 
     def both_ways(A_i, B_i, pick):
         vals = []
@@ -196,18 +270,29 @@ def crossfit_statistic(
             vals.append(statistic(x[ok], y[ok], pick[ok]))
         return float(np.mean(vals))
 
+    def over(cross, i, pick):
+        return float(np.mean([both_ways(S[x][i], S[y][i], pick) for x, y in cross]))
+
     every = np.arange(n_tokens)
-    point = float(np.nanmean([both_ways(A[i], B[i], every) for i in range(k)]))
+    point = float(np.nanmean([over(pairs, i, every) for i in range(k)]))
     rng = np.random.default_rng(seed)
-    draws = np.array(
-        [both_ways(A[i], B[i], rng.integers(0, n_tokens, n_tokens)) for i in range(k, len(A))]
-    )
+    draws = []
+    for i in range(k, n_draws):
+        ra, rb = _resample(runs_a, rng), _resample(runs_b, rng)
+        cross = _cross(ra, rb)
+        pick = rng.integers(0, n_tokens, n_tokens)
+        draws.append(over(cross, i, pick) if cross else math.nan)
+    draws = np.array(draws)
     draws = draws[np.isfinite(draws)]
     low, high = np.quantile(draws, [0.025, 0.975])
+    several = len(runs_a) > 1 or len(runs_b) > 1
+    unit = "seeds x tokens x chunk splits" if several else "tokens x chunk splits"
     return stats.Estimate(
-        point, float(low), float(high), 0.95, "tokens x chunk splits", n_tokens,
-        f"cross-fitted {what} (mean of {k} splits; interval over {len(draws)} token "
-        "resamples x chunk splits)", sd=float(draws.std(ddof=1)), draws=draws,
+        point, float(low), float(high), 0.95, unit, n_tokens,
+        f"cross-fitted {what} (mean of {k} splits" + (
+            f" and {len(pairs)} cross pairs" if len(pairs) > 1 else "") +
+        f"; interval over {len(draws)} {unit} resamples)",
+        sd=float(draws.std(ddof=1)), draws=draws,
     )  # fmt: skip
 
 
@@ -258,21 +343,43 @@ def crossfit_gap_null(
     n_chunks = 1 + max(int(o.chunk.max()) for o in occurrences.values())
     splits = chunk_splits(n_chunks, n_draws, seed + 1)
     out = {}
-    for name, occ in occurrences.items():
+    for r, (name, occ) in enumerate(occurrences.items()):
         how = mean if isinstance(mean, str) else mean[name]
         arr = np.empty((n_draws, 2, len(tokens)))
         for k, first in enumerate(splits):
             in_first = first[occ.chunk]
             for h, keep in enumerate((in_first, ~in_first)):
-                arr[k, h] = global_gap_null(occ.subset(keep), 1, mean=how, seed=k)[0][tokens]
+                # every run, draw and half its own stream: two runs of a pair never share
+                # the positions their residuals are drawn from
+                stream = null_seed(seed, r, k, h)
+                arr[k, h] = global_gap_null(occ.subset(keep), 1, mean=how, seed=stream)[0][tokens]
         out[name] = arr
     return out
 
 
-def null_crossfit(nulls: Mapping[str, np.ndarray], a: str, b: str, q: float = 0.99):
+def null_seed(seed: int, run: int, draw: int, half: int) -> int:
+    """The seed of one global-gap null draw: distinct for every (run, draw, half), so the
+    two runs of a pair draw independently (before issue 43's review every run used the
+    draw's index, so a pair's null draws shared their random positions)."""
+    return int(np.random.SeedSequence([seed, run, draw, half]).generate_state(1)[0])
+
+
+def null_crossfit(nulls: Mapping[str, np.ndarray], a, b, q: float = 0.99):
     """The cross-fitted r of two runs' global-gap null draws, as a :class:`lmsim.stats.Null`
-    (its mean and its ``q`` quantile, the bar)."""
-    r = np.array([_five(x, y, "pearson")[0] for x, y in zip(nulls[a], nulls[b])])
+    (its mean and its ``q`` quantile, the bar).
+
+    ``a`` and ``b`` may each be several runs: each draw's r is then the mean over every
+    cross pair (the null of :func:`crossfit_runs`' statistic)."""
+    pairs = _cross(_names(a), _names(b))
+    if not pairs:
+        raise ValueError(f"`a` {a} and `b` {b} form no pair of two runs")
+    n_draws = len(nulls[pairs[0][0]])
+    r = np.array(
+        [
+            np.nanmean([_five(nulls[x][k], nulls[y][k], "pearson")[0] for x, y in pairs])
+            for k in range(n_draws)
+        ]
+    )
     r = r[np.isfinite(r)]
     low, high = np.quantile(r, [0.025, 0.975])
     dist = stats.Estimate(

@@ -261,9 +261,12 @@ def table4_claim(claims, pair: Sequence[str], scores: Mapping, tokens, reliabili
     return claims.not_testable(claim, note=note, paper=paper, measured=est)
 
 
-def pos_estimate(scores, pos, tokens, tag, reference="all", n_boot=1000, level=0.95, seed=0):
+def pos_estimate(
+    scores, pos, tokens, tag, reference="all", n_boot=1000, level=0.95, seed=0, weights=None
+):
     """A tag's median score minus the reference's (all tagged tokens or PROPN), each run's
-    scores in units of their own standard deviation, averaged over runs.
+    scores in units of their own standard deviation, averaged over runs (weighted by
+    ``weights``, one per run of ``scores``, when given: e.g. equal weight per tower type).
 
     The interval resamples the tag's tokens and the reference's tokens, each set to its own
     size (the same resample for every run; percentile bootstrap). None when the tag or the
@@ -283,7 +286,7 @@ def pos_estimate(scores, pos, tokens, tag, reference="all", n_boot=1000, level=0
         return None
 
     def diff(t, r):
-        return float(np.mean(np.median(mat[t], 0) - np.median(mat[r], 0)))
+        return float(np.average(np.median(mat[t], 0) - np.median(mat[r], 0), weights=weights))
 
     rng = np.random.default_rng(seed)
     draws = np.array(

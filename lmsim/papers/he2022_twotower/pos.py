@@ -12,7 +12,7 @@ import pandas as pd
 from lmsim.papers.he2022_twotower.paper import PAPER_POS_CLAIMS
 
 
-def token_pos(sentences: Sequence, tokenizer) -> pd.DataFrame:
+def token_pos(sentences: Sequence, tokenizer, lowercase: bool = False) -> pd.DataFrame:
     """Each token's most frequent UPOS tag in tagged sentences.
 
     Every word is split into the tokenizer's pieces and each piece counts the word's tag.
@@ -22,6 +22,9 @@ def token_pos(sentences: Sequence, tokenizer) -> pd.DataFrame:
     sentences : sequence of lmsim.data.Sentence
         With ``upos``; PTB's ``<unk>`` is skipped.
     tokenizer : transformers tokenizer
+    lowercase : bool
+        Lower-case every word first (Brown keeps case; the zoo's PTB vocabulary is
+        lower-case).
 
     Returns
     -------
@@ -37,6 +40,8 @@ def token_pos(sentences: Sequence, tokenizer) -> pd.DataFrame:
         for word, tag in zip(sent.words, sent.upos):
             if word == "<unk>":
                 continue
+            if lowercase:
+                word = word.lower()
             if word not in pieces:
                 enc = tokenizer.backend_tokenizer.encode(word, add_special_tokens=False)
                 pieces[word] = enc.ids
@@ -91,6 +96,39 @@ def pos_table(
                 }
             )
     return pd.DataFrame(rows)
+
+
+def tag_sources(
+    tokenizer, pos_corpus: str, n_pos_sentences: int, gold: str = "", n_gold_sentences: int = 0
+) -> dict[str, pd.DataFrame]:
+    """Each token's tag from every tag source of the page, the one the claims use first.
+
+    Parameters
+    ----------
+    tokenizer : transformers tokenizer
+    pos_corpus : str
+        :func:`lmsim.data.load_sentences` name of the page's tagged sample (``"ptb"``:
+        spaCy's silver tags; ``"smoke"``: gold grammar tags).
+    n_pos_sentences : int
+    gold : str
+        A gold-tagged source beside it (``"brown"``: the Brown corpus's tags mapped to
+        UPOS, words lower-cased to the PTB vocabulary); "" for none. When given, the
+        claims use it and the first source is shown beside.
+    n_gold_sentences : int
+        Its sentences (0: all).
+
+    Returns
+    -------
+    dict of label to :func:`token_pos`'s DataFrame, the claims' source first
+    """
+    from lmsim.data import load_sentences
+
+    first = token_pos(load_sentences(pos_corpus, "train", n_pos_sentences), tokenizer)
+    label = f"{'silver spaCy' if first['silver'].any() else 'gold'} tags ({pos_corpus})"
+    if not gold:
+        return {label: first}
+    sentences = load_sentences(gold, "train", n_gold_sentences or None)
+    return {f"gold tags ({gold})": token_pos(sentences, tokenizer, lowercase=True), label: first}
 
 
 POS_REFERENCES = ("all", "PROPN")
