@@ -98,10 +98,12 @@ def redundancy_probes(params: Mapping, machine: Machine) -> Estimate:
     )
     if params.get("solver", "adam") == "lbfgs":
         classes = sum(PROBE_CLASSES.get(t, 20) for t in params.get("tasks", ["POS", "DEP"]))
-        neurons = sum(
-            sum(probe_widths(params, w, s.layers)) for _, s, w in models
-        )  # every probe's neurons, one task
-        flops = 4.0 * n_train * classes * neurons * LBFGS_ITERATIONS
+        # every probe's neurons times its iterations, one task
+        work = sum(
+            sum(n * lbfgs_iterations(n / w) for n in probe_widths(params, w, s.layers))
+            for _, s, w in models
+        )
+        flops = 4.0 * n_train * classes * work
         est.seconds += flops / (machine.flops_per_s("float32", training=True) * LBFGS_EFFICIENCY)
     else:
         n_taus = len(params.get("thresholds", []))
@@ -127,16 +129,32 @@ KEPT_SHARE = {
 # Classes of the probing tasks: UPOS; spaCy's ClearNLP relations on Brown (UD's 37 on a
 # treebank), about 40.
 PROBE_CLASSES = {"POS": 17, "DEP": 40}
-# OWL-QN: iterations per probe (one or two passes over the training words each) and the
-# share of the machine's training FLOP/s a full-batch probe reaches (with the bootstraps
-# and predictions around it), calibrated on page 02's execution of 2026-11-26 at load 2-3
-# on the shared 2-core CPU: its parameters (τ 0.5-0.9, random subsets per layer at 0.6-0.9
-# and every seed, 500 iterations) plan 22 min 49 s against 22 min 52 s measured (1,219 s
-# of it in probes; extraction, clustering and scipy's check, 153 s measured, plan 16 s:
-# the rest is absorbed here). Random subsets at every τ, uniform ones beside them at two
-# seeds, plan 43 min: they ran past 61 min at load 3-4.
-LBFGS_ITERATIONS = 120
-LBFGS_EFFICIENCY = 0.096
+# OWL-QN iterations of a probe against the share of the model's neurons it sees, measured on
+# all-MiniLM-L6-v2 (POS and DEP, 500 Brown sentences, 2026-12-07): all neurons from W = 0
+# 129; a subset starts from the all-neuron probe's weights (warm), so a large one stops
+# sooner (kept and random subsets: 51 at 85 % of the neurons, 63 at 53 %, 80 at 32 %, 88 at
+# 20 %, 115 at 9 %).
+LBFGS_ITERATIONS = {0.09: 115.0, 0.2: 88.0, 0.32: 80.0, 0.53: 63.0, 0.85: 51.0, 1.0: 129.0}
+# Probe FLOP/s over the machine's training FLOP/s (on a CPU half the host's float64 GEMM
+# rate, which float32 full-batch products exceed), with the bootstraps and predictions
+# around the probes, calibrated on page 02's execution of 2026-11-26 at load 2-3 on the
+# shared 2-core CPU (its GEMM rate measured at 25 GFLOP/s, benchmarks/results/
+# plan_committed.json): its parameters (τ 0.5-0.9, random subsets per layer at 0.6-0.9 and
+# every seed) plan 22 min 45 s for its 22 min 52 s. There the issue-44 default (random subsets at
+# τ 0.1, 0.5, 0.9, two kinds, two seeds) plans 26 min 29 s and random subsets at every τ
+# 29 min 28 s; those ran past 61 min at load 3-4, where page 01 took twice its time.
+LBFGS_EFFICIENCY = 2.9
+
+
+def lbfgs_iterations(share: float) -> float:
+    """:data:`LBFGS_ITERATIONS` of a probe on ``share`` of the neurons: all of them (a cold
+    start), else linear between the measured subsets, flat beyond."""
+    import numpy as np
+
+    if share >= 0.999:
+        return LBFGS_ITERATIONS[1.0]
+    xs = sorted(k for k in LBFGS_ITERATIONS if k < 1.0)
+    return float(np.interp(float(share), xs, [LBFGS_ITERATIONS[k] for k in xs]))
 
 
 def kept_share(tau: float) -> float:
