@@ -213,3 +213,25 @@ def test_scipy_agreement_detects_a_different_partition(monkeypatch):
         lambda rows, taus: {t: np.arange(rows.shape[1]) for t in taus},
     )
     assert scipy_agreement(X, [0.9])[0.9] is False
+
+
+def test_parallel_transfer_sets_align_by_article(monkeypatch):
+    """Issue 44: English and French UDHR test sets hold the same articles; an article with
+    a sentence over ``max_words`` words in either language is dropped in both."""
+    from lmsim.data import Sentence
+    from lmsim.papers.thesis2022_redundancy import redundancy as red
+
+    def sent(n):
+        return Sentence(words=["w"] * n, upos=["X"] * n, heads=[0] * n, deprels=["dep"] * n)
+
+    fake = {
+        "eng": {0: [sent(3)], 1: [sent(5), sent(50)], 2: [sent(4)], 3: [sent(2)]},
+        "fra": {0: [sent(3), sent(60)], 1: [sent(6)], 2: [sent(5), sent(3)], 3: [sent(2)]},
+    }
+    monkeypatch.setattr(red, "_udhr_articles", lambda code: fake[code])
+    sources = {"en": "udhr:eng", "fr": "udhr:fra"}
+    kept = red.parallel_articles(sources, 10, max_words=40)
+    assert list(kept["en"]) == list(kept["fr"]) == [2, 3]
+    sets = red.parallel_transfer_sets(sources, 1, max_words=40)
+    assert [len(s.words) for s in sets["en"]] == [4]
+    assert [len(s.words) for s in sets["fr"]] == [5, 3]

@@ -92,7 +92,7 @@ def test_model_redundancy_tunes_the_penalty_and_reuses_converged_probes():
     ref = c[c.kind == "reference"]
     # the converged reference does not depend on the seed: trained once, reused
     assert ref.test.nunique() == 1 and ref.stop.notna().all()
-    assert set(run["solvers"].solver) == {"lbfgs", "adam"}
+    assert set(run["solvers"].solver) == {"lbfgs", "adam", "adam, same objective"}
     assert set(run["curves"].split) == {"train", "dev", "test"}
     b = run["baseline"].iloc[0]
     assert b.test == ref.test.iloc[0] and b.selectivity == b.test - b.control

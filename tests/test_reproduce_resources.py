@@ -162,6 +162,23 @@ def test_thesis_paper_plan_fits_the_default_machine(capsys):
     assert estimates["thesis2022_redundancy/02_redundancy_probes"].ram < 32 * GB
 
 
+def test_redundancy_probe_plan_counts_the_probes_the_page_trains():
+    """Page 02 with OWL-QN trains each set of neurons once: the λ grid, all neurons and its
+    control task, a kept set per τ and seed, random subsets at `random_for` and
+    `random_seeds` (two kinds with `uniform`), the layer subsets (issue 44)."""
+    from lmsim.reproduce._estimates.thesis import kept_share, probe_widths
+
+    base = dict(thresholds=[0.1, 0.3, 0.5, 0.7, 0.9], seeds=[0, 1, 2], lambdas=[1e-3, 1e-4])
+    every = dict(base, random_for=base["thresholds"], random_seeds=[0, 1], uniform=True)
+    three = dict(every, random_for=[0.1, 0.5, 0.9])
+    assert len(probe_widths(every, 100, 12)) == 4 + 15 + 20 + 1
+    assert len(probe_widths(three, 100, 12)) == 4 + 15 + 12 + 1
+    assert len(probe_widths(dict(three, uniform=False, random_seeds=None), 100, 12)) == 29
+    assert sum(probe_widths(three, 100, 12)) < sum(probe_widths(every, 100, 12))
+    assert kept_share(0.1) > kept_share(0.5) > kept_share(0.9) > 0
+    assert kept_share(0.05) == kept_share(0.1)
+
+
 def test_paper_plan_fits_a_machine_large_enough(capsys):
     big = "ram_gb=1e6,gpu_memory_gb=1e6,disk_gb=1e7"
     assert (

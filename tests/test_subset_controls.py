@@ -5,10 +5,14 @@ import pytest
 
 from lmsim.cluster import kept_per_block
 from lmsim.papers.thesis2022_redundancy.subset_controls import (
+    chosen_minus_reference,
     equal_accuracy,
+    kept_minus_drawn,
     paired_bootstrap,
     same_size_subset,
+    seed_pooled_difference,
     subset_controls,
+    uniform_subset,
 )
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -90,7 +94,7 @@ def test_subset_controls_rows_and_the_capacity_control():
     groups = {k: np.arange(300) // 5 for k in ("dev", "test")}  # "sentences" of 5 words
     table = subset_controls(
         X, y, columns, DIMS, n_classes=3, seeds=(0, 1), n_random=2, groups=groups,
-        n_boot=300, device="cpu", epochs=15, lr=1e-2,
+        n_boot=300, device="cpu", epochs=15, lr=1e-2, margin=0.1, relative=True,
     )  # fmt: skip
     assert len(table) == 2 * (1 + 2 * 3)
     assert set(table.kind) == {"reference", "kept", "random"}
@@ -104,11 +108,50 @@ def test_subset_controls_rows_and_the_capacity_control():
     assert kept.equal.all()
     noise = table[(table.kind == "kept") & (table.key == 0.9)]
     assert not noise.equal.any() and (noise.dev_hi < 0).all()
+    # equal accuracy is non-inferiority at the relative margin: the lower end clears it
+    assert (table.equal == (table.dev_lo >= -table.dev_margin)).all()
+    ref_dev = table[table.kind == "reference"].set_index("seed").dev
+    assert np.allclose(table.dev_margin, 0.1 * ref_dev[table.seed].to_numpy())
     assert (table.dev_lo <= table.dev_diff + 1e-12).all()
     assert (table.dev_diff <= table.dev_hi + 1e-12).all()
     summary = equal_accuracy(table)
     assert list(summary.key) == [0.5, 0.5]
     assert (summary.kept_fraction == 4 / 18).all() and (summary.kept_minus_random > 0.1).all()
+    assert (summary.test_lo <= summary.test_diff).all() and summary.uniform_test.isna().all()
+
+
+def test_uniform_control_and_the_pooled_kept_minus_random():
+    X, y = toy_task(3)
+    columns = {"none": np.arange(18), 0.5: np.array([0, 6, 7, 12]), 0.9: np.array([0, 12])}
+    groups = {k: np.arange(300) // 5 for k in ("dev", "test")}
+    table = subset_controls(
+        X, y, columns, DIMS, n_classes=3, seeds=(0, 1, 2), random_seeds=(0, 1), uniform=True,
+        groups=groups, n_boot=100, device="cpu", epochs=5, lr=1e-2,
+    )  # fmt: skip
+    uni = table[table.kind == "uniform"]
+    assert sorted(set(uni.seed)) == [0, 1] and set(uni.key) == {0.5, 0.9}
+    assert (uni.n_neurons.to_numpy() == [4, 2, 4, 2]).all()
+    gaps = kept_minus_drawn(table, "random")
+    assert len(gaps) == 2 and gaps[0].shape == (300,)
+    part = table[table.seed == 0]
+    by_key = [
+        part[(part.kind == "kept") & (part.key == k)].test.iloc[0]
+        - part[(part.kind == "random") & (part.key == k)].test.iloc[0]
+        for k in (0.5, 0.9)
+    ]
+    assert np.isclose(gaps[0].mean(), np.mean(by_key))  # pooled over τ: the mean of the gaps
+    est = seed_pooled_difference(gaps, groups["test"], n_boot=100)
+    assert est.low <= est.estimate <= est.high and "seeds" in est.unit
+    assert np.isclose(est.estimate, np.mean([g.mean() for g in gaps]))
+    chosen = chosen_minus_reference(table, equal_accuracy(table))
+    assert len(chosen) == 3
+
+
+def test_uniform_subset_draws_from_every_layer():
+    cols = uniform_subset(18, 6, seed=1)
+    assert len(set(cols)) == 6 and cols.max() < 18 and (np.diff(cols) > 0).all()
+    with pytest.raises(ValueError):
+        uniform_subset(5, 6)
 
 
 def test_subset_controls_draws_kept_sets_per_seed_and_checks_inputs():

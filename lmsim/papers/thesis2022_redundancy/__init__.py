@@ -28,6 +28,8 @@ from lmsim.papers.thesis2022_redundancy.redundancy import (
     fitting_sentences,
     label_ids,
     layer_subsets,
+    parallel_articles,
+    parallel_transfer_sets,
     probe_sweep,
     probing_sets,
     scipy_agreement,
@@ -44,10 +46,14 @@ from lmsim.papers.thesis2022_redundancy.selection import (
     select_representatives,
 )
 from lmsim.papers.thesis2022_redundancy.subset_controls import (
+    chosen_minus_reference,
     equal_accuracy,
+    kept_minus_drawn,
     paired_bootstrap,
     same_size_subset,
+    seed_pooled_difference,
     subset_controls,
+    uniform_subset,
 )
 from lmsim.papers.thesis2022_redundancy.sweep import (
     model_redundancy,
@@ -56,6 +62,10 @@ from lmsim.papers.thesis2022_redundancy.sweep import (
 )
 
 __all__ = [
+    "chosen_minus_reference",
+    "kept_minus_drawn",
+    "seed_pooled_difference",
+    "uniform_subset",
     "cluster_cuts",
     "depth_of_kept",
     "equal_accuracy",
@@ -65,6 +75,8 @@ __all__ = [
     "label_ids",
     "LabelledSentence",
     "layer_subsets",
+    "parallel_articles",
+    "parallel_transfer_sets",
     "model_redundancy",
     "only_layer_bound",
     "paired_bootstrap",

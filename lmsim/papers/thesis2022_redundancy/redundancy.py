@@ -55,6 +55,7 @@ __all__ = [
     "UDHR_PIPELINES",
     "probing_sets",
     "transfer_set",
+    "parallel_transfer_sets",
     "fitting_sentences",
     "label_ids",
     "layer_subsets",
@@ -267,6 +268,71 @@ def transfer_set(source: str, n_sentences: int, *, max_words: int = 40) -> list[
     else:
         pool = load_treebank(source, "test")
     return [s for s in pool if len(s.words) <= max_words][: int(n_sentences)]
+
+
+def _udhr_articles(code: str) -> dict[int, list[Sentence]]:
+    """One UDHR translation's silver sentences grouped by article (0: the preamble); the
+    parse of :func:`_udhr_silver`, paragraph by paragraph (a few seconds, not cached)."""
+    if code not in UDHR_PIPELINES:
+        raise ValueError(
+            f"no spaCy pipeline for the UDHR translation {code!r}; known: {sorted(UDHR_PIPELINES)}"
+        )
+    paragraphs = read_udhr(code)
+    docs = silver_parse([p.text for p in paragraphs], pipeline=UDHR_PIPELINES[code])
+    out: dict[int, list[Sentence]] = {}
+    for paragraph, doc in zip(paragraphs, docs, strict=True):
+        out.setdefault(int(paragraph.article), []).extend(doc)
+    return out
+
+
+def parallel_transfer_sets(
+    sources: Mapping[str, str], n_units: int, *, max_words: int = 40
+) -> dict[str, list[Sentence]]:
+    """Test sets in several languages that say the same thing, aligned unit by unit.
+
+    Filtering each translation on its own (the first ``n`` sentences of at most
+    ``max_words`` words) gives sets that are no longer parallel: English and French ended
+    at different paragraphs (issue 44). Here the unit is a UDHR *article* (the preamble is
+    article 0; the translations split it into different numbers of paragraphs, the 30
+    articles into the same): an article is kept only when every sentence of it, in every
+    language, has at most ``max_words`` words, and the first ``n_units`` such articles are
+    returned in every language.
+
+    Parameters
+    ----------
+    sources : mapping of str to str
+        ``{name: "udhr:<code>"}``. Sources that are not all UDHR (a PUD treebank, parallel
+        sentence by sentence, or ``"smoke"``) are read with :func:`transfer_set`, ``n_units``
+        sentences each.
+    n_units : int
+        Articles kept (UDHR), or sentences (other sources).
+    max_words : int
+
+    Returns
+    -------
+    dict of str to list of Sentence
+        Per name, the sentences of the kept articles in document order; every name has
+        the same articles (:func:`parallel_articles` tells which).
+    """
+    if not all(str(v).startswith("udhr:") for v in sources.values()):
+        return {k: transfer_set(v, n_units, max_words=max_words) for k, v in sources.items()}
+    aligned = _aligned(sources, n_units, max_words)
+    return {k: [s for a in v.values() for s in a] for k, v in aligned.items()}
+
+
+def parallel_articles(sources: Mapping[str, str], n_units: int, *, max_words: int = 40):
+    """The UDHR articles :func:`parallel_transfer_sets` keeps, and per name the sentences
+    of each: ``{name: {article: [Sentence, ...]}}``."""
+    return _aligned(sources, n_units, max_words)
+
+
+def _aligned(sources, n_units, max_words):
+    articles = {k: _udhr_articles(str(v).split(":", 1)[1]) for k, v in sources.items()}
+    common = sorted(set.intersection(*(set(a) for a in articles.values())))
+    fits = [
+        a for a in common if all(len(s.words) <= max_words for v in articles.values() for s in v[a])
+    ][: int(n_units)]
+    return {k: {a: v[a] for a in fits} for k, v in articles.items()}
 
 
 def fitting_sentences(sentences: Sequence[Sentence], tokenizers: Sequence, max_length: int):

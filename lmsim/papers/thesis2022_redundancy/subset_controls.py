@@ -13,8 +13,12 @@ Two things are missing from that rule (issue 29):
   of 0.011): :func:`paired_bootstrap` gives a percentile interval of the accuracy
   difference (subset − all neurons) by resampling dev words, or dev sentences with
   ``groups``, the same resample for both probes (paired). A subset has "equal accuracy"
-  when that interval reaches ``-margin`` (it is not shown to be worse); see
-  :func:`equal_accuracy`.
+  when that interval's lower end clears ``-margin`` (non-inferiority; with ``relative``
+  the margin is a share of all neurons' accuracy, Dalvi et al.'s 1 %); see
+  :func:`equal_accuracy`, and :func:`chosen_minus_reference` for the chosen set's test
+  difference. :func:`uniform_subset` draws the control that ignores layers;
+  :func:`kept_minus_drawn` and :func:`seed_pooled_difference` pool kept-minus-random
+  over every τ with an interval over test sentences and seeds (issue 44).
 
 The bootstrap helper is numpy only and self-contained; it computes what ``lmsim.stats``'s
 paired resampling does and can be replaced by it.
@@ -37,9 +41,13 @@ from lmsim.probe import train_probe
 
 __all__ = [
     "same_size_subset",
+    "uniform_subset",
     "paired_bootstrap",
     "subset_controls",
     "equal_accuracy",
+    "seed_pooled_difference",
+    "kept_minus_drawn",
+    "chosen_minus_reference",
 ]
 
 _SPLITS = ("train", "dev", "test")
@@ -72,6 +80,23 @@ def same_size_subset(kept, dims: Mapping[str, int], *, seed: int = 0) -> np.ndar
         for block, width, start in zip(dims, dims.values(), starts[:-1], strict=True)
     ]
     return np.sort(np.concatenate(out)).astype(np.int64)
+
+
+def uniform_subset(n_columns: int, size: int, *, seed: int = 0) -> np.ndarray:
+    """``size`` columns drawn uniformly from all ``n_columns``, whatever their layer.
+
+    The control for the *choice of layers*: :func:`same_size_subset` keeps the kept set's
+    count in every layer and so tests only the choice within a layer.
+
+    Returns
+    -------
+    cols : ndarray of int64, shape (size,)
+        Ascending, without replacement (:func:`numpy.random.default_rng` with ``seed``).
+    """
+    if not 0 < int(size) <= int(n_columns):
+        raise ValueError(f"need 0 < `size` <= `n_columns`, got {size} of {n_columns}")
+    rng = np.random.default_rng(seed)
+    return np.sort(rng.choice(int(n_columns), size=int(size), replace=False)).astype(np.int64)
 
 
 def paired_bootstrap(
@@ -181,10 +206,13 @@ def subset_controls(
     seeds: Sequence[int] = (0, 1, 2),
     n_random: int = 1,
     random_for: Sequence | None = None,
+    random_seeds: Sequence[int] | None = None,
+    uniform: bool = False,
     groups: Mapping[str, np.ndarray] | None = None,
     n_boot: int = 2000,
     level: float = 0.95,
     margin: float = 0.0,
+    relative: bool = False,
     cache: dict | None = None,
     **probe_kwargs,
 ) -> pd.DataFrame:
@@ -213,12 +241,22 @@ def subset_controls(
     random_for : sequence of keys, optional
         Only these keys get random subsets (the kept sets of every key are still probed);
         default: every key but ``reference``.
+    random_seeds : sequence of int, optional
+        Only these seeds draw random subsets (default: every seed).
+    uniform : bool
+        Beside every random subset of the same size per layer, a ``"uniform"`` one of the
+        same total size drawn from all columns (:func:`uniform_subset`).
     groups : dict of str to ndarray, optional
         ``{"dev": ..., "test": ...}``: the bootstrap unit of every word (its sentence).
     n_boot, level : int, float
         :func:`paired_bootstrap`.
     margin : float
-        A subset has equal accuracy when its dev interval's upper end is ``>= -margin``.
+        A subset has equal accuracy on dev when its dev interval's *lower* end is
+        ``>= -margin`` (non-inferiority: the interval excludes a loss larger than the
+        margin; with the two-sided ``level`` 0.95, a one-sided test at 2.5 %).
+    relative : bool
+        ``margin`` is a fraction of the reference probe's accuracy on that split (Dalvi et
+        al.'s rule: within 1 % of the oracle is ``margin=0.01, relative=True``).
     cache : dict, optional
         ``solver="lbfgs"`` only: probes already trained, ``{columns.tobytes(): (result,
         {"dev": correct, "test": correct})}``, shared between calls with the same options
@@ -233,7 +271,10 @@ def subset_controls(
         ``"random"`` (``draw`` numbers the random subsets); ``n_neurons``, ``train``,
         ``dev``, ``test`` accuracy, ``epochs_run``, ``converged``; against the reference
         probe of the same seed, ``dev_diff``, ``dev_lo``, ``dev_hi``, ``test_diff``,
-        ``test_lo``, ``test_hi`` and ``equal`` (``dev_hi >= -margin``).
+        ``test_lo``, ``test_hi``, the margins in accuracy points ``dev_margin`` and
+        ``test_margin``, ``equal`` (``dev_lo >= -dev_margin``), ``gradient`` (L-BFGS's
+        final pseudo-gradient entry), and the per-word correctness ``dev_correct`` and
+        ``test_correct`` (object columns of bool arrays, for intervals pooled over keys).
     """
     missing = [k for k in _SPLITS if k not in X or k not in y]
     if missing:
@@ -270,9 +311,14 @@ def subset_controls(
             runs.append((key, "kept", 0, np.asarray(cols, dtype=np.int64)))
             if random_for is not None and key not in set(random_for):
                 continue
+            if random_seeds is not None and seed not in set(random_seeds):
+                continue
             for draw in range(int(n_random)):
                 rand = same_size_subset(cols, dims, seed=1000 * int(seed) + draw)
                 runs.append((key, "random", draw, rand))
+                if uniform:
+                    rand = uniform_subset(width, len(cols), seed=1000 * int(seed) + draw + 500)
+                    runs.append((key, "uniform", draw, rand))
         for key, kind, draw, cols in runs:
             r, correct = (
                 (ref, ref_correct)
@@ -289,6 +335,7 @@ def subset_controls(
                 epochs_run=r.n_epochs,
                 converged=r.converged,
                 stop=r.stop_reason,
+                gradient=r.gradient,
             )
             for split in ("dev", "test"):
                 boot = paired_bootstrap(
@@ -301,7 +348,9 @@ def subset_controls(
                 )
                 row.update({f"{split}_diff": boot["diff"], f"{split}_lo": boot["lo"]})
                 row[f"{split}_hi"] = boot["hi"]
-            row["equal"] = bool(row["dev_hi"] >= -margin)
+                row[f"{split}_margin"] = margin * (ref.accuracy[split] if relative else 1.0)
+                row[f"{split}_correct"] = correct[split]
+            row["equal"] = bool(row["dev_lo"] >= -row["dev_margin"])
             rows.append(row)
     return pd.DataFrame(rows)
 
@@ -320,17 +369,20 @@ def equal_accuracy(table: pd.DataFrame, reference="none") -> pd.DataFrame:
     -------
     DataFrame
         One row per seed: ``key`` (``reference`` when no kept set is equal), ``n_neurons``,
-        ``kept_fraction`` (of the reference's neurons), ``test`` and ``test_diff`` (the
-        kept set), ``random_test`` (mean over the random draws at that key, NaN at the
-        reference) and ``kept_minus_random`` on test.
+        ``kept_fraction`` (of the reference's neurons), ``test``, ``test_diff``,
+        ``test_lo``, ``test_hi`` and ``test_margin`` (the kept set against the reference on
+        test: chosen on dev, scored on test), ``random_test`` and ``uniform_test`` (mean
+        over the random draws at that key, NaN where none) and ``kept_minus_random``.
     """
     out = []
     for seed, part in table.groupby("seed", sort=False):
         ref = part[part.kind == "reference"].iloc[0]
         kept = part[(part.kind == "kept") & part.equal]
         row = kept.iloc[-1] if len(kept) else ref
-        random = part[(part.kind == "random") & (part.key == row.key)]
-        random_test = float(random.test.mean()) if len(random) else float("nan")
+        drawn = {}
+        for kind in ("random", "uniform"):
+            rows = part[(part.kind == kind) & (part.key == row.key)]
+            drawn[kind] = float(rows.test.mean()) if len(rows) else float("nan")
         out.append(
             dict(
                 seed=seed,
@@ -339,8 +391,80 @@ def equal_accuracy(table: pd.DataFrame, reference="none") -> pd.DataFrame:
                 kept_fraction=row.n_neurons / ref.n_neurons,
                 test=row.test,
                 test_diff=row.test_diff,
-                random_test=random_test,
-                kept_minus_random=row.test - random_test,
+                test_lo=row.get("test_lo", float("nan")),
+                test_hi=row.get("test_hi", float("nan")),
+                test_margin=row.get("test_margin", float("nan")),
+                random_test=drawn["random"],
+                uniform_test=drawn["uniform"],
+                kept_minus_random=row.test - drawn["random"],
             )
         )
     return pd.DataFrame(out)
+
+
+def seed_pooled_difference(per_seed_words, groups, *, n_boot: int = 1000, seed: int = 0):
+    """Mean of per-word differences over seeds, with an interval over test sentences and
+    seeds (:func:`lmsim.stats.with_seed_spread`).
+
+    Parameters
+    ----------
+    per_seed_words : sequence of ndarray of float, each shape (n_words,)
+        One per seed: each word's difference (e.g. kept probe correct minus random probe
+        correct, averaged over keys), all on the same test words.
+    groups : ndarray, shape (n_words,)
+        Each word's sentence (the resampling unit).
+
+    Returns
+    -------
+    Estimate
+        The seed-averaged mean difference; the interval combines the bootstrap over
+        sentences (seeds averaged) with the spread over seeds. With one seed, the
+        bootstrap interval alone (unit "test sentences, one seed").
+    """
+    from lmsim import stats
+
+    diffs = np.asarray(per_seed_words, dtype=np.float64)
+    over = stats.bootstrap(
+        np.mean, diffs.mean(axis=0), groups=groups, unit="test sentences", n_boot=n_boot,
+        seed=seed,
+    )  # fmt: skip
+    if len(diffs) < 2:
+        return over
+    return stats.with_seed_spread(over, diffs.mean(axis=1), seeds_unit="seeds")
+
+
+def kept_minus_drawn(table: pd.DataFrame, kind: str = "random", keys=None) -> list[np.ndarray]:
+    """Per seed with ``kind`` subsets, each test word's kept-minus-drawn correctness averaged
+    over ``keys`` (default: every key with such a subset), for :func:`seed_pooled_difference`.
+
+    Parameters
+    ----------
+    table : DataFrame
+        :func:`subset_controls`' rows of one model and task.
+    kind : {"random", "uniform"}
+    """
+    out = []
+    for _, part in table.groupby("seed", sort=False):
+        drawn = part[part.kind == kind]
+        use = [k for k in drawn.key.unique() if keys is None or k in set(keys)]
+        if not use:
+            continue
+        per_key = []
+        for key in use:
+            kept = part[(part.kind == "kept") & (part.key == key)].test_correct.iloc[0]
+            other = np.mean(np.stack(drawn[drawn.key == key].test_correct.to_list()), axis=0)
+            per_key.append(kept.astype(float) - other)
+        out.append(np.mean(per_key, axis=0))
+    return out
+
+
+def chosen_minus_reference(table: pd.DataFrame, equal: pd.DataFrame) -> list[np.ndarray]:
+    """Per seed, each test word's correctness under the dev-chosen kept set (``equal``'s
+    ``key``, :func:`equal_accuracy`) minus under the reference probe."""
+    out = []
+    for seed, part in table.groupby("seed", sort=False):
+        key = equal.set_index("seed").key[seed]
+        ref = part[part.kind == "reference"].test_correct.iloc[0].astype(float)
+        rows = part[(part.kind == "kept") & (part.key == key)]
+        out.append((rows.test_correct.iloc[0].astype(float) if len(rows) else ref) - ref)
+    return out

@@ -63,6 +63,10 @@ def model_redundancy(
     thresholds: Sequence[float],
     seeds: Sequence[int] = (0, 1, 2),
     random_for: Sequence[float] | None = None,
+    random_seeds: Sequence[int] | None = None,
+    uniform: bool = False,
+    margin: float = 0.0,
+    relative: bool = False,
     n_boot: int = 1000,
     scipy_rows: int = 20_000,
     extract_kw: Mapping | None = None,
@@ -87,6 +91,10 @@ def model_redundancy(
         (:func:`lmsim.cluster.representatives` with ``s``).
     random_for : sequence of float, optional
         The τ whose kept sets get a random subset of the same size per layer (default all).
+    random_seeds, uniform, margin, relative
+        :func:`lmsim.papers.thesis2022_redundancy.subset_controls.subset_controls`: the seeds
+        that draw random subsets, a uniform-random subset (any layer) beside each, and the
+        "equal accuracy" margin on dev (``relative``: a fraction of all neurons' accuracy).
     n_boot : int
         Resamples of test / dev sentences behind every paired interval.
     scipy_rows : int
@@ -101,7 +109,10 @@ def model_redundancy(
     compare : dict, optional
         :func:`lmsim.probe.train_probe` options of a second probe on all neurons (e.g. the
         thesis's 10 epochs of Adam), trained per task beside the page's probe, both with
-        train / dev / test curves (``solvers`` and ``curves`` in the output).
+        train / dev / test curves (``solvers`` and ``curves`` in the output). With
+        ``lambdas``, the same optimiser is also trained on the page's own objective
+        (standardised neurons, the tuned λ: solver ``"adam, same objective"``), so the
+        optimiser is compared like with like.
     **probe_kwargs
         :func:`lmsim.probe.train_probe` options (``epochs``, ``lr``, ``tol``, ...).
 
@@ -156,6 +167,7 @@ def model_redundancy(
         baseline.append(base.assign(task=task))
         table = subset_controls(
             X, y, columns, dims, n_classes=len(names), seeds=seeds, random_for=random_for,
+            random_seeds=random_seeds, uniform=uniform, margin=margin, relative=relative,
             groups=groups, n_boot=n_boot, cache=cache, **kw,
         )  # fmt: skip
         controls.append(table.assign(task=task))
@@ -165,16 +177,22 @@ def model_redundancy(
             X, y, layer_subsets(dims), dims, n_classes=len(names), reference="all",
             seeds=seeds[:1], n_random=0, groups=groups, n_boot=n_boot, cache=cache, **kw,
         )  # fmt: skip
-        subsets.append(table.assign(task=task))
+        subsets.append(table.drop(columns=["dev_correct", "test_correct"]).assign(task=task))
         _add_time(seconds, "probes (layer subsets)", start)
         start = time.perf_counter()
         if compare:
-            other = train_probe(
-                *[a for k in _SPLITS for a in (X[k], y[k])], classes=classes, curves=True,
-                **compare,
-            )  # fmt: skip
-            for r in (ref, other):
-                _solver_rows(r, task, solvers, curves)
+            others = {None: compare}
+            if lambdas:  # the same optimiser on the page's objective: like with like
+                others["adam, same objective"] = dict(compare) | dict(
+                    l1=kw["l1"], l2=kw["l2"], standardize=True
+                )
+            _solver_rows(ref, task, solvers, curves)
+            for name, options in others.items():
+                other = train_probe(
+                    *[a for k in _SPLITS for a in (X[k], y[k])], classes=classes, curves=True,
+                    **options,
+                )  # fmt: skip
+                _solver_rows(other, task, solvers, curves, name=name)
         _add_time(seconds, "solver comparison", start)
     start = time.perf_counter()
     variance = np.concatenate(
@@ -229,18 +247,19 @@ def _reference(X, y, classes, words, seed, kw, cache):
     )  # fmt: skip
     row = dict(key="none", n_neurons=n, **r.accuracy, majority=r.majority["test"])
     row.update(epochs_run=r.n_epochs, converged=r.converged, control=c.accuracy["test"])
+    row.update(stop=r.stop_reason, gradient=r.gradient)
     row["selectivity"] = row["test"] - row["control"]
     return r, pd.DataFrame([row]), correct["test"]
 
 
-def _solver_rows(r, task, solvers, curves) -> None:
+def _solver_rows(r, task, solvers, curves, name=None) -> None:
     """Append a probe's summary row and its per-split accuracy curves."""
-    name = r.settings.get("solver", "adam")
-    every = 10 if name == "lbfgs" else 1
+    every = 10 if r.settings.get("solver", "adam") == "lbfgs" else 1
+    name = name or r.settings.get("solver", "adam")
     solvers.append(
         dict(task=task, solver=name, **r.accuracy, converged=r.converged,
              stop=r.stop_reason or ("rule" if r.converged else "max epochs"),
-             steps=r.n_epochs, rule=r.stopping_rule)
+             steps=r.n_epochs, gradient=r.gradient, rule=r.stopping_rule)
     )  # fmt: skip
     for split, values in r.curves.items():
         steps = [min(every * (i + 1), r.n_epochs) for i in range(len(values))]

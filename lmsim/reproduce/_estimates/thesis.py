@@ -96,15 +96,94 @@ def redundancy_probes(params: Mapping, machine: Machine) -> Estimate:
     est.seconds += sum(forward_flops(s, n_sent * T, T) for _, s, _ in models) / machine.flops_per_s(
         dtype
     )
-    n_taus = len(params.get("thresholds", []))
-    n_random = len(params.get("random_for") or params.get("thresholds", []))
-    n_probes = len(params.get("tasks", ["POS", "DEP"])) * (
-        len(params.get("seeds", [0])) * (1 + n_taus + n_random) + 2 + 6
-    )
-    probe = n_probes * params["epochs"] * n_train * widest * 50 * 6
-    est.seconds += len(models) * probe / machine.flops_per_s("float32", training=True)
+    if params.get("solver", "adam") == "lbfgs":
+        classes = sum(PROBE_CLASSES.get(t, 20) for t in params.get("tasks", ["POS", "DEP"]))
+        # every probe's neurons times its iterations, one task
+        work = sum(
+            sum(n * lbfgs_iterations(n / w) for n in probe_widths(params, w, s.layers))
+            for _, s, w in models
+        )
+        flops = 4.0 * n_train * classes * work
+        est.seconds += flops / (machine.flops_per_s("float32", training=True) * LBFGS_EFFICIENCY)
+    else:
+        n_taus = len(params.get("thresholds", []))
+        n_random = len(params.get("random_for") or params.get("thresholds", []))
+        n_probes = len(params.get("tasks", ["POS", "DEP"])) * (
+            len(params.get("seeds", [0])) * (1 + n_taus + n_random) + 2 + 6
+        )
+        probe = n_probes * params["epochs"] * n_train * widest * 50 * 6
+        est.seconds += len(models) * probe / machine.flops_per_s("float32", training=True)
     est.seconds += len(models) * n_train * widest**2 / machine.statistics_flops_per_s()
     return est
+
+
+# Share of a model's neurons kept at τ (one per cluster), for the plan: the default
+# profile's encoders on 500 Brown training sentences (all-MiniLM-L6-v2 / all-mpnet-base-v2:
+# 0.85 / 0.87 at τ 0.1, 0.53 / 0.61 at 0.3, 0.32 / 0.34 at 0.5, 0.20 / 0.19 at 0.7, 0.09 /
+# 0.08 at 0.9), linear in between. The thesis's BERT-base keeps fewer (0.71 at 0.1, 0.16 at
+# 0.3): the plan errs on the costly side for plain pretrained checkpoints.
+KEPT_SHARE = {
+    0.1: 0.862, 0.2: 0.707, 0.3: 0.568, 0.4: 0.438, 0.5: 0.328,
+    0.6: 0.246, 0.7: 0.192, 0.8: 0.145, 0.9: 0.086,
+}  # fmt: skip
+# Classes of the probing tasks: UPOS; spaCy's ClearNLP relations on Brown (UD's 37 on a
+# treebank), about 40.
+PROBE_CLASSES = {"POS": 17, "DEP": 40}
+# OWL-QN iterations of a probe against the share of the model's neurons it sees, measured on
+# all-MiniLM-L6-v2 (POS and DEP, 500 Brown sentences, 2026-12-07): all neurons from W = 0
+# 129; a subset starts from the all-neuron probe's weights (warm), so a large one stops
+# sooner (kept and random subsets: 51 at 85 % of the neurons, 63 at 53 %, 80 at 32 %, 88 at
+# 20 %, 115 at 9 %).
+LBFGS_ITERATIONS = {0.09: 115.0, 0.2: 88.0, 0.32: 80.0, 0.53: 63.0, 0.85: 51.0, 1.0: 129.0}
+# Probe FLOP/s over the machine's training FLOP/s (on a CPU half the host's float64 GEMM
+# rate, which float32 full-batch products exceed), with the bootstraps and predictions
+# around the probes, calibrated on page 02's execution of 2026-11-26 at load 2-3 on the
+# shared 2-core CPU (its GEMM rate measured at 25 GFLOP/s, benchmarks/results/
+# plan_committed.json): its parameters (τ 0.5-0.9, random subsets per layer at 0.6-0.9 and
+# every seed) plan 22 min 45 s for its 22 min 52 s. There the issue-44 default (random subsets at
+# τ 0.1, 0.5, 0.9, two kinds, two seeds) plans 26 min 29 s and random subsets at every τ
+# 29 min 28 s; those ran past 61 min at load 3-4, where page 01 took twice its time.
+LBFGS_EFFICIENCY = 2.9
+
+
+def lbfgs_iterations(share: float) -> float:
+    """:data:`LBFGS_ITERATIONS` of a probe on ``share`` of the neurons: all of them (a cold
+    start), else linear between the measured subsets, flat beyond."""
+    import numpy as np
+
+    if share >= 0.999:
+        return LBFGS_ITERATIONS[1.0]
+    xs = sorted(k for k in LBFGS_ITERATIONS if k < 1.0)
+    return float(np.interp(float(share), xs, [LBFGS_ITERATIONS[k] for k in xs]))
+
+
+def kept_share(tau: float) -> float:
+    """:data:`KEPT_SHARE` at ``tau``, linear between the grid's points, flat beyond."""
+    import numpy as np
+
+    taus = sorted(KEPT_SHARE)
+    return float(np.interp(float(tau), taus, [KEPT_SHARE[t] for t in taus]))
+
+
+def probe_widths(params: Mapping, width: int, layers: int) -> list[float]:
+    """The neurons of every probe page 02 trains on one model for one task, with
+    ``solver="lbfgs"`` (a probe on the same neurons is trained once: its solution does not
+    depend on a seed): the λ grid, the probe on all neurons and its control task; per seed,
+    the kept set at every τ; at ``random_seeds``, a random subset of the kept size at every
+    τ of ``random_for`` (and a uniform one beside it with ``uniform``); the layer subsets
+    but "all" (alternate, bottom and top half, embeddings only, all but the embeddings)."""
+    taus = list(params.get("thresholds", []))
+    random_for = params.get("random_for")
+    random_for = taus if random_for is None else list(random_for)
+    seeds = list(params.get("seeds", [0, 1, 2]))
+    random_seeds = params.get("random_seeds")
+    n_random = len(seeds if random_seeds is None else random_seeds)
+    kinds = 1 + bool(params.get("uniform", False))
+    out = [float(width)] * (len(params.get("lambdas") or []) + 2)
+    out += [width * kept_share(t) for t in taus] * len(seeds)
+    out += [width * kept_share(t) for t in random_for] * n_random * kinds
+    out.append(width * (1.5 * layers + 1) / (layers + 1))  # subsets (hidden states 0..L)
+    return out
 
 
 def redundancy_cross_lingual(params: Mapping, machine: Machine) -> Estimate:
