@@ -30,7 +30,6 @@ NOT_CONVERTED: set[str] = set()  # every page is converted
 NOT_IN_CHECKLIST_FORM: set[str] = {
     "he2022_twotower/02_preference_gpu",  # executed 2026-11-26, no GPU since: see its notice
     "jin2023_regmean/01_merging",
-    "thesis2022_redundancy/02_redundancy_probes",  # issue 44: re-execute, then delete
     "wu2020_similarity/01_representations",
     "wu2020_similarity/02_attention",
     "wu2020_similarity/03_finetuning",
