@@ -264,7 +264,8 @@ def test_ica_claims_judge_per_word_against_each_null_method_apart():
         assert not evidence_problems(record)
         if record["verdict"] == "inconclusive":
             settle = record["mde"]["settle"]
-            assert "null fits per method" in settle and "500" in settle
+            assert "fits per null method (now 1)" in settle or "alone cannot" in settle
+            assert "null fits per method" not in settle or "alone cannot" in settle
     table = chapter.ica_nulls_table(nulls, fit.Y, w)
     assert "gaussian null draws" in table and "mean groups per word (per word)" in table.index
     one = {"gaussian": {k: v[:1] for k, v in nulls["gaussian"].items()}}
@@ -326,6 +327,13 @@ def test_null_difference_uses_a_methods_own_spread_only_from_three_fits():
     assert got.low > 0
     assert chapter.null_difference(ours, every[:1], 100) is None
     assert chapter.MIN_NULL_FITS == 3
+    # what would settle it: the fewest fits whose own-spread interval at n - 1 df clears 0
+    n = chapter.fits_to_settle(0.01, 0.05, 0.2)
+    for m, ok in ((n - 1, False), (n, True)):
+        se = np.sqrt(0.01**2 + 0.05**2 / m)
+        clears = (student.ppf(0.975, m - 1) + student.ppf(0.8, m - 1)) * se <= 0.2
+        assert bool(clears) == ok or m < chapter.MIN_NULL_FITS
+    assert chapter.fits_to_settle(0.5, 0.05, 0.2) is None
 
 
 # ------------------------------------------- every seed of a setting (review finding A)
