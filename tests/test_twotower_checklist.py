@@ -99,14 +99,63 @@ def test_relation_claims_convict_with_the_ceiling_and_excuse_a_collapsed_run():
     bars = chapter.crossfit_bars([("a", "b")], halves, nulls, counts, n_perm=100)
     claims = Claims("t", "p")
     rows = chapter.relation_claims_crossfit(claims, [("a", "b")], SPECS, halves, bars, {})
-    record = claims.records[-1].record()
-    assert record["role"] == "paper" and record["ceiling"]["paper_value"] == 0.94
-    assert rows.loc[0, "verdict"] in ("does not hold", "not testable here")
-    assert not evidence_problems(record)
+    beyond, strong = (c.record() for c in claims.records[-2:])
+    assert strong["role"] == "paper" and strong["ceiling"]["paper_value"] == 0.94
+    assert beyond["role"] == "paper" and beyond["ceiling"] is None
+    assert rows.loc[0, "as strong as the paper's"] in ("does not hold", "not testable here")
+    assert not evidence_problems(beyond) and not evidence_problems(strong)
     claims = Claims("t", "p")
     rows = chapter.relation_claims_crossfit(claims, [("a", "b")], SPECS, halves, bars, {"a": True})
-    assert rows.loc[0, "verdict"] == "not testable here"
-    assert "collapsed" in claims.records[-1].note
+    assert rows.loc[0, "beyond the null"] == rows.loc[0, "as strong as the paper's"]
+    assert rows.loc[0, "beyond the null"] == "not testable here"
+    assert all("collapsed" in c.note for c in claims.records[-2:])
+
+
+def test_table2_beyond_the_null_and_as_strong_as_the_papers_are_separate_claims():
+    """Review finding A (second round): an interval wholly above the null bar but wholly
+    below the paper's value x ceiling shares a pattern beyond the null (holds) and is not
+    as strong as the paper's (does not hold); each verdict follows from its own record."""
+    occ, tokens = toy_runs(preference=0.5, seed=4)
+    b = occ["b"]
+    log_p = b.log_p.copy()
+    log_p[1] -= 0.45 * np.random.default_rng(9).normal(size=60)[b.token]  # b's own preference
+    occ["b"] = tt.Occurrences(b.token, b.chunk, np.minimum(log_p, 0), 60)
+    halves = chapter.half_scores(occ, tokens, n_splits=5, n_boot=100)
+    nulls = chapter.crossfit_gap_null(occ, tokens, n_draws=20)
+    counts = np.bincount(occ["a"].token, minlength=60)[tokens]
+    bars = chapter.crossfit_bars([("a", "b")], halves, nulls, counts, n_perm=100)
+    claims = Claims("t", "p")
+    rows = chapter.relation_claims_crossfit(claims, [("a", "b")], SPECS, halves, bars, {})
+    beyond, strong = (c.record() for c in claims.records)
+    assert beyond["claim"].endswith("share a token preference pattern beyond the null (Table 2)")
+    assert "as strong as the paper's" in strong["claim"]
+    assert rows.loc[0, "low"] > rows.loc[0, "bar"]
+    assert beyond["verdict"] == "holds" and strong["verdict"] == "does not hold"
+    assert strong["ceiling"]["rule_verdict"] == "holds"
+    assert not evidence_problems(beyond) and not evidence_problems(strong)
+    # a record of the beyond-null claim that carried the verdict of the other fails the check
+    assert evidence_problems({**beyond, "verdict": "does not hold"})
+
+
+def test_lead_attenuation_shrinks_the_frequency_term_by_root_reliability_only():
+    """Review finding E: the paper's lead between - freq shows here as between x c -
+    freq x sqrt(max rel), not as (between - freq) x c."""
+    from types import SimpleNamespace
+
+    from lmsim import stats
+
+    cf = SimpleNamespace(
+        ceiling=stats.Estimate(0.5, 0.4, 0.6, unit="u", n=10),
+        reliability_a=stats.Estimate(0.49, 0.36, 0.64, unit="u", n=10),
+        reliability_b=stats.Estimate(0.25, 0.2, 0.3, unit="u", n=10),
+    )
+    f = chapter.lead_attenuation(0.93, 0.22, cf)
+    assert f.estimate * 0.71 == pytest.approx(0.93 * 0.5 - 0.22 * 0.7)
+    assert f.low * 0.71 == pytest.approx(0.93 * 0.4 - 0.22 * 0.8)
+    assert f.high * 0.71 == pytest.approx(0.93 * 0.6 - 0.22 * 0.6)
+    assert f.estimate < 0.5, "the frequency term shrinks less than the lead as a whole would"
+    with pytest.raises(ValueError, match="lead"):
+        chapter.lead_attenuation(0.2, 0.3, cf)
 
 
 def test_collapse_claim_flags_a_run_whose_weaker_head_lags():
@@ -160,6 +209,12 @@ def test_pos_claims_judge_each_tower_type_under_one_holm_family():
     assert len(per_type) == 6 and all(c.role == "paper" for c in per_type)
     assert {c.family["size"] for c in per_type} == {6}
     assert "beside: silver" in made[("PROPN", "gpt")].note
+    # review finding D: a type with one run says so in its claim, and every note says what
+    # the interval resamples
+    assert "in the bert run e (one run, seed 0 only)" in made[("PROPN", "bert")].claim
+    assert "in the gpt runs," in made[("PROPN", "gpt")].claim
+    assert "resamples tokens within the 2 runs" in made[("PROPN", "gpt")].note
+    assert "no seed spread" in made[("PROPN", "bert")].note
     pooled = made["PROPN"]
     assert pooled.role == "beyond" and pooled.verdict == "heterogeneous"
     naive = np.mean(
@@ -188,7 +243,7 @@ def test_structureless_embeddings_keep_weighted_moments_or_columns():
         chapter.structureless_embeddings(X, w, "rows", np.random.default_rng(1))
 
 
-def test_ica_claims_judge_per_word_against_the_same_pipeline_null():
+def test_ica_claims_judge_per_word_against_each_null_method_apart():
     rng = np.random.default_rng(0)
     X = rng.laplace(size=(400, 6)) @ rng.normal(size=(6, 6))
     w = rng.integers(1, 10, 400).astype(float)
@@ -199,14 +254,18 @@ def test_ica_claims_judge_per_word_against_the_same_pipeline_null():
     claims = Claims("t", "p")
     made = chapter.ica_claims_null(claims, fit.Y, w, nulls, chapter.PAPER_ICA_FACTS, n_boot=50,
                                    vocab=500)  # fmt: skip
-    assert set(made) == set(chapter.ICA_CLAIM_FACTS)
-    for claim in made.values():
+    assert set(made) == {(k, m) for k in chapter.ICA_CLAIM_FACTS for m in nulls}
+    for (_, method), claim in made.items():
         record = claim.record()
         assert record["role"] == "paper" and "per word" in record["claim"]
-        assert record["unit"] == "words and null draws"
+        assert f"above {method} embeddings'" in record["claim"]
+        assert record["unit"] == "words and null fits" and "at 1 df" in record["method"]
+        assert "between every null fit at 1 df" in record["note"]
         assert not evidence_problems(record)
         if record["verdict"] == "inconclusive":
-            assert "null draws" in record["mde"]["settle"] and "500" in record["mde"]["settle"]
+            settle = record["mde"]["settle"]
+            assert "fits per null method (now 1)" in settle or "alone cannot" in settle
+            assert "null fits per method" not in settle or "alone cannot" in settle
     table = chapter.ica_nulls_table(nulls, fit.Y, w)
     assert "gaussian null draws" in table and "mean groups per word (per word)" in table.index
     one = {"gaussian": {k: v[:1] for k, v in nulls["gaussian"].items()}}
@@ -246,20 +305,35 @@ def test_scale_free_ica_facts_ignore_each_components_scale(seed):
     assert abs(gauss[keys[2]]) < 0.05
 
 
-def test_null_difference_carries_the_null_means_uncertainty():
+def test_null_difference_uses_a_methods_own_spread_only_from_three_fits():
+    """Review finding B (second round): with fewer than 3 fits of a null method, the interval
+    carries the spread between every null fit at 1 df (t = 12.7); from 3 fits, the method's
+    own spread at n - 1 df (never Welch's larger count)."""
     from scipy.stats import t as student
 
     from lmsim import stats
 
     ours = stats.Estimate(0.9, 0.88, 0.92, unit="words", n=100, sd=0.01)
-    draws = np.array([0.7, 0.8])
-    got = chapter.null_difference(ours, draws, 100)
-    se = np.sqrt(0.01**2 + draws.var(ddof=1) / 2)
-    df = int((0.01**2 + draws.var(ddof=1) / 2) ** 2 / ((draws.var(ddof=1) / 2) ** 2 / 1))
-    assert got.estimate == pytest.approx(0.15) and got.df == df
-    assert got.high - got.estimate == pytest.approx(student.ppf(0.975, df) * se)
-    assert got.low < 0, "two null draws cannot give a verdict here"
-    assert chapter.null_difference(ours, draws[:1], 100) is None
+    every = np.array([0.7, 0.8])
+    got = chapter.null_difference(ours, every[:1], 100, spread_draws=every)
+    se = np.sqrt(0.01**2 + every.var(ddof=1))
+    assert got.estimate == pytest.approx(0.2) and got.df == 1
+    assert got.high - got.estimate == pytest.approx(student.ppf(0.975, 1) * se)
+    assert got.low < 0, "one fit per method cannot give a verdict here"
+    own = np.array([0.70, 0.71, 0.69, 0.70])
+    got = chapter.null_difference(ours, own, 100, spread_draws=np.r_[own, 0.2])
+    se = np.sqrt(0.01**2 + own.var(ddof=1) / 4)
+    assert got.df == 3 and got.high - got.estimate == pytest.approx(student.ppf(0.975, 3) * se)
+    assert got.low > 0
+    assert chapter.null_difference(ours, every[:1], 100) is None
+    assert chapter.MIN_NULL_FITS == 3
+    # what would settle it: the fewest fits whose own-spread interval at n - 1 df clears 0
+    n = chapter.fits_to_settle(0.01, 0.05, 0.2)
+    for m, ok in ((n - 1, False), (n, True)):
+        se = np.sqrt(0.01**2 + 0.05**2 / m)
+        clears = (student.ppf(0.975, m - 1) + student.ppf(0.8, m - 1)) * se <= 0.2
+        assert bool(clears) == ok or m < chapter.MIN_NULL_FITS
+    assert chapter.fits_to_settle(0.5, 0.05, 0.2) is None
 
 
 # ------------------------------------------- every seed of a setting (review finding A)
@@ -358,6 +432,8 @@ def test_claim_groups_use_every_seed_of_a_setting_and_say_one_seed_only():
     claims = Claims("t", "p")
     rows = chapter.relation_claims_crossfit(claims, groups, specs, halves, bars, {})
     texts = [c.claim for c in claims.records]
-    assert texts[2].startswith("g0/g1 and e0 (seed 0 only) (type)")
-    assert "one seed only" in claims.records[2].note and rows.loc[2, "run A"] == "g0/g1"
-    assert claims.records[2].unit == "seeds x tokens x chunk splits"
+    assert texts[4].startswith("g0/g1 and e0 (seed 0 only) (type)")
+    assert texts[5].startswith("g0/g1 and e0 (seed 0 only)'s (type) shared pattern")
+    assert "one seed only" in claims.records[4].note and rows.loc[2, "run A"] == "g0/g1"
+    assert "one seed only" not in claims.records[0].note, "a seed pair is not one seed"
+    assert claims.records[4].unit == "seeds x tokens x chunk splits"
