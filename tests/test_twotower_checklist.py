@@ -91,12 +91,17 @@ SPECS = _specs(
 )
 
 
-def test_relation_claims_convict_with_the_ceiling_and_excuse_a_collapsed_run():
-    occ, tokens = toy_runs(preference=0.0, seed=4)
+def _halves_and_bars(occ, tokens):
+    """The cross-fitted halves of runs a and b and their pair's null bar."""
     halves = chapter.half_scores(occ, tokens, n_splits=5, n_boot=100)
     nulls = chapter.crossfit_gap_null(occ, tokens, n_draws=20)
     counts = np.bincount(occ["a"].token, minlength=60)[tokens]
-    bars = chapter.crossfit_bars([("a", "b")], halves, nulls, counts, n_perm=100)
+    return halves, chapter.crossfit_bars([("a", "b")], halves, nulls, counts, n_perm=100)
+
+
+def test_relation_claims_convict_with_the_ceiling_and_excuse_a_collapsed_run():
+    occ, tokens = toy_runs(preference=0.0, seed=4)
+    halves, bars = _halves_and_bars(occ, tokens)
     claims = Claims("t", "p")
     rows = chapter.relation_claims_crossfit(claims, [("a", "b")], SPECS, halves, bars, {})
     beyond, strong = (c.record() for c in claims.records[-2:])
@@ -120,10 +125,7 @@ def test_table2_beyond_the_null_and_as_strong_as_the_papers_are_separate_claims(
     log_p = b.log_p.copy()
     log_p[1] -= 0.45 * np.random.default_rng(9).normal(size=60)[b.token]  # b's own preference
     occ["b"] = tt.Occurrences(b.token, b.chunk, np.minimum(log_p, 0), 60)
-    halves = chapter.half_scores(occ, tokens, n_splits=5, n_boot=100)
-    nulls = chapter.crossfit_gap_null(occ, tokens, n_draws=20)
-    counts = np.bincount(occ["a"].token, minlength=60)[tokens]
-    bars = chapter.crossfit_bars([("a", "b")], halves, nulls, counts, n_perm=100)
+    halves, bars = _halves_and_bars(occ, tokens)
     claims = Claims("t", "p")
     rows = chapter.relation_claims_crossfit(claims, [("a", "b")], SPECS, halves, bars, {})
     beyond, strong = (c.record() for c in claims.records)

@@ -191,6 +191,19 @@ def _resample(runs: list[str], rng) -> list[str]:
     return runs if len(runs) == 1 else [runs[i] for i in rng.integers(0, len(runs), len(runs))]
 
 
+def _hierarchical_draws(halves: Halves, runs_a: list[str], runs_b: list[str], seed: int):
+    """The interval draws shared by :func:`crossfit_runs` and :func:`crossfit_statistic`:
+    for each resample split ``i`` (after the ``n_splits`` point splits), the runs of each
+    side resampled with replacement (the seeds), then the tokens. Yields ``(i, cross,
+    pick)``: the split, the resampled cross pairs (maybe none) and the token indices."""
+    n_tokens = halves.scores[runs_a[0]].shape[2]
+    rng = np.random.default_rng(seed)
+    for i in range(halves.n_splits, len(halves.scores[runs_a[0]])):
+        ra, rb = _resample(runs_a, rng), _resample(runs_b, rng)
+        pick = rng.integers(0, n_tokens, n_tokens)
+        yield i, _cross(ra, rb), pick
+
+
 def crossfit_runs(
     halves: Halves, runs_a, runs_b, method: str = "pearson", seed: int = 0
 ) -> stats.CrossFit:
@@ -224,17 +237,13 @@ def crossfit_runs(
     if not pairs:
         raise ValueError(f"`runs_a` {runs_a} and `runs_b` {runs_b} form no pair of two runs")
     S = halves.scores
-    k, n_draws = halves.n_splits, len(S[runs_a[0]])
-    n_tokens = S[runs_a[0]].shape[2]
+    k, n_tokens = halves.n_splits, S[runs_a[0]].shape[2]
     point = np.nanmean(
         [_five(S[x][i], S[y][i], method) for x, y in pairs for i in range(k)], axis=0
     )
-    rng = np.random.default_rng(seed)
     draws = []
-    for i in range(k, n_draws):
-        ra, rb = _resample(runs_a, rng), _resample(runs_b, rng)
-        pick = rng.integers(0, n_tokens, n_tokens)
-        vals = [_five(S[x][i][:, pick], S[y][i][:, pick], method) for x, y in _cross(ra, rb)]
+    for i, cross, pick in _hierarchical_draws(halves, runs_a, runs_b, seed):
+        vals = [_five(S[x][i][:, pick], S[y][i][:, pick], method) for x, y in cross]
         draws.append(np.nanmean(vals, axis=0) if vals else np.full(5, math.nan))
     several = len(runs_a) > 1 or len(runs_b) > 1
     unit = "seeds x tokens x chunk splits" if several else "tokens x chunk splits"
@@ -259,8 +268,7 @@ def crossfit_statistic(
     if not pairs:
         raise ValueError(f"`a` {runs_a} and `b` {runs_b} form no pair of two runs")
     S = halves.scores
-    k, n_draws = halves.n_splits, len(S[runs_a[0]])
-    n_tokens = S[runs_a[0]].shape[2]
+    k, n_tokens = halves.n_splits, S[runs_a[0]].shape[2]
 
     def both_ways(A_i, B_i, pick):
         vals = []
@@ -275,14 +283,12 @@ def crossfit_statistic(
 
     every = np.arange(n_tokens)
     point = float(np.nanmean([over(pairs, i, every) for i in range(k)]))
-    rng = np.random.default_rng(seed)
-    draws = []
-    for i in range(k, n_draws):
-        ra, rb = _resample(runs_a, rng), _resample(runs_b, rng)
-        cross = _cross(ra, rb)
-        pick = rng.integers(0, n_tokens, n_tokens)
-        draws.append(over(cross, i, pick) if cross else math.nan)
-    draws = np.array(draws)
+    draws = np.array(
+        [
+            over(cross, i, pick) if cross else math.nan
+            for i, cross, pick in _hierarchical_draws(halves, runs_a, runs_b, seed)
+        ]
+    )
     draws = draws[np.isfinite(draws)]
     low, high = np.quantile(draws, [0.025, 0.975])
     several = len(runs_a) > 1 or len(runs_b) > 1
