@@ -235,3 +235,6 @@ def test_parallel_transfer_sets_align_by_article(monkeypatch):
     sets = red.parallel_transfer_sets(sources, 1, max_words=40)
     assert [len(s.words) for s in sets["en"]] == [4]
     assert [len(s.words) for s in sets["fr"]] == [5, 3]
+    sets, units = red.aligned_transfer_sets(sources, 2, max_words=40)
+    assert units["en"].tolist() == [2, 3] and units["fr"].tolist() == [2, 2, 3]
+    assert [len(s.words) for s in sets["fr"]] == [5, 3, 2]

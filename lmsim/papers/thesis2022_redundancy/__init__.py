@@ -7,7 +7,9 @@ Probes, clustering and the corpora are general methods (:mod:`lmsim.probe`,
 cuts, the probe sweep), :mod:`~lmsim.papers.thesis2022_redundancy.sweep` (one model's
 redundancy sweep and the cross-lingual transfer probes),
 :mod:`~lmsim.papers.thesis2022_redundancy.subset_controls` (kept neurons against random
-subsets; equal accuracy) and :mod:`~lmsim.papers.thesis2022_redundancy.selection` (how the
+subsets; equal accuracy), :mod:`~lmsim.papers.thesis2022_redundancy.cross_lingual` (the
+cross-lingual page's controls: the thesis's kept share matched, a French in-language
+reference, labels unseen in training) and :mod:`~lmsim.papers.thesis2022_redundancy.selection` (how the
 representatives are picked, NeuroX's policy against others).
 
 References
@@ -19,10 +21,20 @@ Dalvi et al. (2020), "Analyzing Redundancy in Pretrained Transformer Models", EM
 
 from __future__ import annotations
 
+from lmsim.papers.thesis2022_redundancy.cross_lingual import (
+    TABLE_A3_MBERT,
+    closest_share,
+    cross_fitted_probe,
+    matched_columns,
+    seen_labels,
+    thesis_kept_share,
+    unit_halves,
+)
 from lmsim.papers.thesis2022_redundancy.redundancy import (
     SUBSETS,
     UDHR_PIPELINES,
     LabelledSentence,
+    aligned_transfer_sets,
     cluster_cuts,
     depth_of_kept,
     fitting_sentences,
@@ -62,6 +74,14 @@ from lmsim.papers.thesis2022_redundancy.sweep import (
 )
 
 __all__ = [
+    "aligned_transfer_sets",
+    "closest_share",
+    "cross_fitted_probe",
+    "matched_columns",
+    "seen_labels",
+    "TABLE_A3_MBERT",
+    "thesis_kept_share",
+    "unit_halves",
     "chosen_minus_reference",
     "kept_minus_drawn",
     "seed_pooled_difference",

@@ -56,6 +56,7 @@ __all__ = [
     "probing_sets",
     "transfer_set",
     "parallel_transfer_sets",
+    "aligned_transfer_sets",
     "fitting_sentences",
     "label_ids",
     "layer_subsets",
@@ -314,10 +315,33 @@ def parallel_transfer_sets(
         Per name, the sentences of the kept articles in document order; every name has
         the same articles (:func:`parallel_articles` tells which).
     """
+    return aligned_transfer_sets(sources, n_units, max_words=max_words)[0]
+
+
+def aligned_transfer_sets(
+    sources: Mapping[str, str], n_units: int, *, max_words: int = 40
+) -> tuple[dict[str, list[Sentence]], dict[str, np.ndarray]]:
+    """:func:`parallel_transfer_sets` and the unit of every sentence.
+
+    Returns
+    -------
+    sets : dict of str to list of Sentence
+        As :func:`parallel_transfer_sets`.
+    units : dict of str to ndarray of int64
+        Per name, the unit of every sentence: its UDHR article (0: the preamble), or its
+        own index for other sources (parallel sentence by sentence). Splitting by unit
+        never separates the sentences of one article.
+    """
     if not all(str(v).startswith("udhr:") for v in sources.values()):
-        return {k: transfer_set(v, n_units, max_words=max_words) for k, v in sources.items()}
+        sets = {k: transfer_set(v, n_units, max_words=max_words) for k, v in sources.items()}
+        return sets, {k: np.arange(len(v), dtype=np.int64) for k, v in sets.items()}
     aligned = _aligned(sources, n_units, max_words)
-    return {k: [s for a in v.values() for s in a] for k, v in aligned.items()}
+    sets = {k: [s for a in v.values() for s in a] for k, v in aligned.items()}
+    units = {
+        k: np.array([a for a, sents in v.items() for _ in sents], dtype=np.int64)
+        for k, v in aligned.items()
+    }
+    return sets, units
 
 
 def parallel_articles(sources: Mapping[str, str], n_units: int, *, max_words: int = 40):

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from lmsim.cluster import representatives
+from lmsim.papers.thesis2022_redundancy.cross_lingual import _stop
 from lmsim.papers.thesis2022_redundancy.redundancy import (
     cluster_cuts,
     layer_subsets,
@@ -302,7 +303,10 @@ def transfer_probes(
     table : DataFrame
         One row per (key, test set): ``n_neurons``, ``train``, ``dev``, ``test`` accuracy,
         ``majority`` (the training majority class on the test set), ``control`` (first key
-        only, else NaN), ``epochs_run``, ``converged``.
+        only, else NaN), ``epochs_run``, ``converged``, ``stop`` (which rule stopped the
+        probe: ``"gradient"`` (pseudo-gradient at most ``gtol``), ``"objective"`` (a
+        stalled objective), ``"max_iter"``, ...; Adam: ``"rule"`` or ``"max epochs"``) and
+        ``gradient`` (the pseudo-gradient's largest entry at stop; NaN for Adam).
     correct : dict of (key, test set) to ndarray of bool
         Per-word correctness, for paired intervals over sentences.
     """
@@ -326,19 +330,21 @@ def transfer_probes(
                     dev=r.accuracy["dev"], test=float(correct[key, test].mean()),
                     majority=float(np.mean(y[test] == majority)),
                     control=np.nan if control is None else control[test],
-                    epochs_run=r.n_epochs, converged=r.converged,
+                    epochs_run=r.n_epochs, converged=r.converged, stop=_stop(r),
+                    gradient=np.nan if r.gradient is None else r.gradient,
                 )
             )  # fmt: skip
     return pd.DataFrame(rows), correct
 
 
 def _control_probe(X, y, cols, classes, words, tests, probe_kwargs) -> dict[str, float]:
-    """The control task's accuracy on every test set (one probe, scored per set)."""
-    out = {}
-    for test in tests:
-        r = train_probe(
-            X["train"][:, cols], y["train"], X[test][:, cols], y[test], classes=classes,
-            words_train=words["train"], words_dev=words[test], **probe_kwargs,
-        )  # fmt: skip
-        out[test] = r.control_accuracy["dev"]
-    return out
+    """The control task's accuracy on every test set: one probe, trained once on one random
+    label per word type of all sets (:func:`lmsim.probe.control_labels`), scored per set."""
+    seed = probe_kwargs.get("control_seed", probe_kwargs.get("seed", 0))
+    ctrl = control_labels(words["train"], y["train"], *[words[t] for t in tests], seed=seed)
+    kw = {k: v for k, v in probe_kwargs.items() if k != "control_seed"}
+    r = train_probe(X["train"][:, cols], ctrl[0], classes=classes, **kw)
+    return {
+        t: float(np.mean(r.predict(X[t][:, cols]) == c))
+        for t, c in zip(tests, ctrl[1:], strict=True)
+    }
