@@ -156,6 +156,8 @@ def test_uniform_control_and_the_pooled_kept_minus_random():
     assert np.isclose(est.estimate, np.mean([g.mean() for g in gaps]))
     chosen = chosen_minus_reference(table, equal_accuracy(table))
     assert len(chosen) == 3
+    some = chosen_minus_reference(table, equal_accuracy(table).iloc[[0, 2]])
+    assert len(some) == 2 and np.array_equal(some[1], chosen[2])
 
 
 def test_uniform_subset_draws_from_every_layer():

@@ -470,10 +470,14 @@ def kept_minus_drawn(table: pd.DataFrame, kind: str = "random", keys=None) -> li
 
 def chosen_minus_reference(table: pd.DataFrame, equal: pd.DataFrame) -> list[np.ndarray]:
     """Per seed, each test word's correctness under the dev-chosen kept set (``equal``'s
-    ``key``, :func:`equal_accuracy`) minus under the reference probe."""
+    ``key``, :func:`equal_accuracy`) minus under the reference probe; seeds ``equal`` has no
+    row for are left out (e.g. the seeds where no τ passed on dev)."""
     out = []
+    keys = equal.set_index("seed").key
     for seed, part in table.groupby("seed", sort=False):
-        key = equal.set_index("seed").key[seed]
+        if seed not in keys.index:
+            continue
+        key = keys[seed]
         ref = part[part.kind == "reference"].test_correct.iloc[0].astype(float)
         rows = part[(part.kind == "kept") & (part.key == key)]
         out.append((rows.test_correct.iloc[0].astype(float) if len(rows) else ref) - ref)
