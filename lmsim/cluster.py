@@ -55,6 +55,7 @@ __all__ = [
     "representatives",
     "neuron_blocks",
     "kept_per_block",
+    "reconstruction_r2",
 ]
 
 CONSTANT_MODES = ("singleton", "merge")
@@ -412,3 +413,82 @@ def kept_per_block(kept, layer_of: Mapping[str, int] | Moments | Sequence) -> di
     for layer in per_neuron[kept].tolist():
         counts[layer] += 1
     return counts
+
+
+def _standardised(X, mean, std) -> np.ndarray:
+    return (np.asarray(X, dtype=np.float64) - mean) / std
+
+
+def reconstruction_r2(
+    X_fit,
+    X_eval,
+    subsets: Mapping,
+    *,
+    ridge: float = 1e-3,
+    n_targets: int | None = 2000,
+    seed: int = 0,
+) -> dict:
+    """Share of all neurons' variance a subset of them reconstructs linearly, held out.
+
+    A probe-free measure of redundancy: with every neuron standardised on ``X_fit``, each
+    target neuron is regressed (ridge) on the subset's neurons from the fit rows, and
+    ``R² = 1 - SSE / SST`` is pooled over the targets on the ``X_eval`` rows. A subset that
+    keeps one neuron per cluster of correlated neurons should reconstruct more than a
+    random subset of the same size.
+
+    Parameters
+    ----------
+    X_fit : ndarray, shape (n_fit, n_neurons)
+        Rows (words) the regression is fitted on; also the standardisation.
+    X_eval : ndarray, shape (n_eval, n_neurons)
+        Held-out rows the R² is measured on.
+    subsets : mapping of key to ndarray of int
+        Column indices of each subset (e.g. the kept neurons per τ).
+    ridge : float
+        Added to the diagonal of the subset's correlation matrix (its trace is its size),
+        so a subset wider than the fit rows' rank still has a unique fit.
+    n_targets : int or None
+        Regress a seeded random sample of this many target neurons (an unbiased estimate
+        of the pooled R² over all neurons, each standardised, so each weighs the same);
+        None: all neurons.
+    seed : int
+        Draws the target sample.
+
+    Returns
+    -------
+    dict of key to float
+        Held-out pooled R² per subset, ``1 - Σ_j SSE_j / Σ_j SST_j`` over the targets.
+    """
+    X_fit = np.asarray(X_fit)
+    X_eval = np.asarray(X_eval)
+    if X_fit.ndim != 2 or X_eval.ndim != 2 or X_fit.shape[1] != X_eval.shape[1]:
+        raise ValueError(
+            "`X_fit` and `X_eval` must be 2-D with the same number of columns (neurons), "
+            f"got {X_fit.shape} and {X_eval.shape}"
+        )
+    n = X_fit.shape[1]
+    mean = X_fit.mean(axis=0, dtype=np.float64)
+    std = X_fit.std(axis=0, dtype=np.float64)
+    std[std <= 1e-10 * np.maximum(np.abs(mean), 1.0)] = 1.0  # a constant neuron: centred only
+    rng = np.random.default_rng(seed)
+    targets = (
+        np.arange(n)
+        if n_targets is None or n_targets >= n
+        else np.sort(rng.choice(n, size=int(n_targets), replace=False))
+    )
+    Z = _standardised(X_fit, mean, std)
+    E = _standardised(X_eval, mean, std)
+    gram = Z.T @ Z / len(Z)  # (n, n) correlations of the fit rows
+    E_t = E[:, targets]
+    sst = float(((E_t - E_t.mean(axis=0)) ** 2).sum())
+    out = {}
+    for key, cols in subsets.items():
+        cols = np.asarray(cols, dtype=np.int64)
+        if cols.size == 0:
+            out[key] = 0.0
+            continue
+        A = gram[np.ix_(cols, cols)] + float(ridge) * np.eye(cols.size)
+        B = np.linalg.solve(A, gram[np.ix_(cols, targets)])  # (k, n_targets)
+        residual = E_t - E[:, cols] @ B
+        out[key] = float(1.0 - (residual**2).sum() / sst)
+    return out

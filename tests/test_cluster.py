@@ -213,3 +213,40 @@ def test_non_finite_activations_raise():
     X[17, 4] = np.inf
     with pytest.raises(ValueError, match="non-finite"):
         cluster_neurons(X, 0.5)
+
+
+def _naive_r2(X_fit, X_eval, cols, targets, ridge):
+    """One ridge regression per target neuron, the loop written out."""
+    mean, std = X_fit.mean(0), X_fit.std(0)
+    Z, E = (X_fit - mean) / std, (X_eval - mean) / std
+    sse = sst = 0.0
+    for j in targets:
+        A = Z[:, cols].T @ Z[:, cols] / len(Z) + ridge * np.eye(len(cols))
+        b = np.linalg.solve(A, Z[:, cols].T @ Z[:, j] / len(Z))
+        sse += ((E[:, j] - E[:, cols] @ b) ** 2).sum()
+        sst += ((E[:, j] - E[:, j].mean()) ** 2).sum()
+    return 1 - sse / sst
+
+
+def test_reconstruction_r2_equals_per_target_regressions_and_rewards_representatives():
+    from lmsim.cluster import reconstruction_r2
+
+    rng = np.random.default_rng(0)
+    base = rng.normal(size=(400, 5))
+    # 20 neurons: four noisy copies of each of five sources
+    X = np.repeat(base, 4, axis=1) + 0.1 * rng.normal(size=(400, 20))
+    fit, held = X[:300], X[300:]
+    one_per_source = np.arange(0, 20, 4)
+    same_source = np.arange(5)  # sources 0 and 1 only
+    got = reconstruction_r2(
+        fit, held, {"rep": one_per_source, "same": same_source, "all": np.arange(20)},
+        ridge=1e-3, n_targets=None,
+    )  # fmt: skip
+    for key, cols in (("rep", one_per_source), ("same", same_source)):
+        assert got[key] == pytest.approx(_naive_r2(fit, held, cols, range(20), 1e-3), rel=1e-9)
+    assert got["all"] > 0.999 and got["rep"] > 0.95 and got["same"] < 0.5
+    sample = reconstruction_r2(fit, held, {"rep": one_per_source}, n_targets=8, seed=3)["rep"]
+    targets = np.sort(np.random.default_rng(3).choice(20, size=8, replace=False))
+    assert sample == pytest.approx(_naive_r2(fit, held, one_per_source, targets, 1e-3), rel=1e-9)
+    with pytest.raises(ValueError, match="same number of columns"):
+        reconstruction_r2(fit, held[:, :5], {"rep": one_per_source})

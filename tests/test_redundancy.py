@@ -238,3 +238,19 @@ def test_parallel_transfer_sets_align_by_article(monkeypatch):
     sets, units = red.aligned_transfer_sets(sources, 2, max_words=40)
     assert units["en"].tolist() == [2, 3] and units["fr"].tolist() == [2, 2, 3]
     assert [len(s.words) for s in sets["fr"]] == [5, 3, 2]
+
+
+def test_depth_of_counts_reads_the_thesis_table():
+    from lmsim.papers.thesis2022_redundancy.redundancy import (
+        THESIS_BERT_PER_LAYER,
+        depth_of_counts,
+    )
+
+    low = depth_of_counts(dict(enumerate(THESIS_BERT_PER_LAYER[0.1])))
+    assert low - depth_of_counts(dict(enumerate(THESIS_BERT_PER_LAYER[0.9]))) == pytest.approx(
+        0.4907, abs=1e-4
+    )
+    assert depth_of_counts({0: 0, 1: 0, 2: 5}) == 1.0
+    assert depth_of_counts({0: 2, 1: 0, 2: 2}) == 0.5
+    with pytest.raises(ValueError, match="at least two layers"):
+        depth_of_counts({0: 0, 1: 0})

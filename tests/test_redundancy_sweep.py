@@ -57,7 +57,7 @@ def test_model_redundancy_equals_the_library_calls_it_stands_for():
     kw = dict(device="cpu", zoo_profile="smoke")
     run = model_redundancy(
         "zoo/mlm-s0", sets, labels, thresholds=[0.5, 0.9], seeds=[0, 1], random_for=[0.9],
-        n_boot=20, extract_kw=kw, epochs=2, device="cpu",
+        n_boot=20, extract_kw=kw, epochs=2, device="cpu", reconstruct=True, n_targets=None,
     )  # fmt: skip
     X, dims = word_activations("zoo/mlm-s0", [s.words for s in sets["train"]], **kw)
     assert run["dims"] == dims
@@ -71,6 +71,16 @@ def test_model_redundancy_equals_the_library_calls_it_stands_for():
     assert len(c) == 2 * 4 and list(c[c.kind == "random"].key) == [0.9, 0.9]
     assert all(run["scipy"].values()) and len(run["baseline"]) == 1
     assert set(run["subsets"].kind) == {"reference", "kept"}
+    from lmsim.cluster import reconstruction_r2
+    from lmsim.papers.thesis2022_redundancy.subset_controls import same_size_subset
+
+    rec = run["reconstruction"].set_index(["key", "kind"]).r2
+    X_test, _ = word_activations("zoo/mlm-s0", [s.words for s in sets["test"]], **kw)
+    cols = {"kept": run["kept"][0][0.9], "random": same_size_subset(run["kept"][0][0.9], dims)}
+    want = reconstruction_r2(X, X_test, cols, n_targets=None)
+    assert rec[0.9, "kept"] == pytest.approx(want["kept"], rel=1e-9)
+    assert rec[0.9, "random"] == pytest.approx(want["random"], rel=1e-9)
+    assert set(rec.index.get_level_values("kind")) == {"kept", "random", "uniform"}
 
 
 def test_model_redundancy_tunes_the_penalty_and_reuses_converged_probes():

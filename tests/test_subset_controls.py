@@ -8,6 +8,7 @@ from lmsim.papers.thesis2022_redundancy.subset_controls import (
     chosen_minus_reference,
     equal_accuracy,
     kept_minus_drawn,
+    key_at_share,
     paired_bootstrap,
     same_size_subset,
     seed_pooled_difference,
@@ -116,6 +117,16 @@ def test_subset_controls_rows_and_the_capacity_control():
     assert (table.dev_diff <= table.dev_hi + 1e-12).all()
     summary = equal_accuracy(table)
     assert list(summary.key) == [0.5, 0.5]
+    # Dalvi's point rule is the point estimate within the margin: never stricter
+    assert (table.equal_point == (table.dev_diff >= -table.dev_margin)).all()
+    assert (table.equal_point | ~table.equal).all()
+    point = equal_accuracy(table, rule="point")
+    assert list(point.key) == [0.5, 0.5]
+    with pytest.raises(ValueError, match="'interval' or 'point'"):
+        equal_accuracy(table, rule="dev")
+    # the largest kept set with at most a share of the neurons: 4 / 18 = 0.22, 2 / 18 = 0.11
+    assert key_at_share(table, 0.25) == 0.5 and key_at_share(table, 0.2) == 0.9
+    assert key_at_share(table, 0.1) is None
     assert (summary.kept_fraction == 4 / 18).all() and (summary.kept_minus_random > 0.1).all()
     assert (summary.test_lo <= summary.test_diff).all() and summary.uniform_test.isna().all()
 
@@ -145,6 +156,8 @@ def test_uniform_control_and_the_pooled_kept_minus_random():
     assert np.isclose(est.estimate, np.mean([g.mean() for g in gaps]))
     chosen = chosen_minus_reference(table, equal_accuracy(table))
     assert len(chosen) == 3
+    some = chosen_minus_reference(table, equal_accuracy(table).iloc[[0, 2]])
+    assert len(some) == 2 and np.array_equal(some[1], chosen[2])
 
 
 def test_uniform_subset_draws_from_every_layer():

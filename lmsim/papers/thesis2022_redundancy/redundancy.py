@@ -437,9 +437,36 @@ def layer_subsets(dims: Mapping[str, int]) -> dict[str, np.ndarray]:
 def depth_of_kept(kept, dims: Mapping[str, int]) -> float:
     """Mean relative depth (layer / last layer, embeddings 0) of the kept neurons."""
     counts = kept_per_block(kept, dims)
-    layers = np.array([_layer(b) for b in counts], dtype=np.float64)
+    return depth_of_counts({_layer(b): n for b, n in counts.items()})
+
+
+def depth_of_counts(counts: Mapping[int, int]) -> float:
+    """Mean relative depth of kept neurons from their count per layer.
+
+    Parameters
+    ----------
+    counts : mapping of int to int
+        ``{layer: kept neurons}``, layer 0 the embeddings, the largest key the top layer
+        (a layer with no kept neuron still counts for the depth scale: pass it with 0).
+
+    Returns
+    -------
+    float
+        ``Σ_l (l / L) n_l / Σ_l n_l`` with ``L`` the top layer: 0 when only embeddings are
+        kept, 1 when only the top layer is (the thesis's Table 5.1 read as one number).
+    """
+    layers = np.array(list(counts), dtype=np.float64)
     n = np.array(list(counts.values()), dtype=np.float64)
+    if layers.size < 2 or n.sum() <= 0 or layers.max() <= 0:
+        raise ValueError(f"need at least two layers and one kept neuron, got {dict(counts)}")
     return float((layers / layers.max() * n).sum() / n.sum())
+
+
+# The thesis's Table 5.1 (a, BERT-base): kept neurons per layer (0 = embeddings) at τ.
+THESIS_BERT_PER_LAYER = {
+    0.1: [600, 536, 553, 568, 552, 553, 552, 500, 530, 528, 512, 534, 534],
+    0.9: [45] + [0] * 12,
+}
 
 
 # --------------------------------------------------------------------------- sweeps

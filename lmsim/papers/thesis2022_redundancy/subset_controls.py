@@ -272,7 +272,9 @@ def subset_controls(
         ``dev``, ``test`` accuracy, ``epochs_run``, ``converged``; against the reference
         probe of the same seed, ``dev_diff``, ``dev_lo``, ``dev_hi``, ``test_diff``,
         ``test_lo``, ``test_hi``, the margins in accuracy points ``dev_margin`` and
-        ``test_margin``, ``equal`` (``dev_lo >= -dev_margin``), ``gradient`` (L-BFGS's
+        ``test_margin``, ``equal`` (``dev_lo >= -dev_margin``: the interval excludes a
+        larger loss), ``equal_point`` (``dev_diff >= -dev_margin``: Dalvi et al.'s rule on
+        the point estimate), ``gradient`` (L-BFGS's
         final pseudo-gradient entry), and the per-word correctness ``dev_correct`` and
         ``test_correct`` (object columns of bool arrays, for intervals pooled over keys).
     """
@@ -351,11 +353,12 @@ def subset_controls(
                 row[f"{split}_margin"] = margin * (ref.accuracy[split] if relative else 1.0)
                 row[f"{split}_correct"] = correct[split]
             row["equal"] = bool(row["dev_lo"] >= -row["dev_margin"])
+            row["equal_point"] = bool(row["dev_diff"] >= -row["dev_margin"])
             rows.append(row)
     return pd.DataFrame(rows)
 
 
-def equal_accuracy(table: pd.DataFrame, reference="none") -> pd.DataFrame:
+def equal_accuracy(table: pd.DataFrame, reference="none", rule: str = "interval") -> pd.DataFrame:
     """Per seed, the last key (in the table's order: the largest τ) whose kept set has equal
     accuracy, with the random subsets' accuracy at the same size.
 
@@ -364,6 +367,10 @@ def equal_accuracy(table: pd.DataFrame, reference="none") -> pd.DataFrame:
     table : DataFrame
         :func:`subset_controls`' output.
     reference : key
+    rule : {"interval", "point"}
+        ``"point"``: Dalvi et al.'s rule, the dev accuracy within the margin of the
+        reference's (column ``equal_point``); ``"interval"``: the paired dev interval's lower
+        end within it (``equal``, non-inferiority: stricter on a small dev set).
 
     Returns
     -------
@@ -374,10 +381,13 @@ def equal_accuracy(table: pd.DataFrame, reference="none") -> pd.DataFrame:
         test: chosen on dev, scored on test), ``random_test`` and ``uniform_test`` (mean
         over the random draws at that key, NaN where none) and ``kept_minus_random``.
     """
+    if rule not in ("interval", "point"):
+        raise ValueError(f"`rule` must be 'interval' or 'point', got {rule!r}")
+    column = "equal" if rule == "interval" else "equal_point"
     out = []
     for seed, part in table.groupby("seed", sort=False):
         ref = part[part.kind == "reference"].iloc[0]
-        kept = part[(part.kind == "kept") & part.equal]
+        kept = part[(part.kind == "kept") & part[column].astype(bool)]
         row = kept.iloc[-1] if len(kept) else ref
         drawn = {}
         for kind in ("random", "uniform"):
@@ -460,11 +470,40 @@ def kept_minus_drawn(table: pd.DataFrame, kind: str = "random", keys=None) -> li
 
 def chosen_minus_reference(table: pd.DataFrame, equal: pd.DataFrame) -> list[np.ndarray]:
     """Per seed, each test word's correctness under the dev-chosen kept set (``equal``'s
-    ``key``, :func:`equal_accuracy`) minus under the reference probe."""
+    ``key``, :func:`equal_accuracy`) minus under the reference probe; seeds ``equal`` has no
+    row for are left out (e.g. the seeds where no τ passed on dev)."""
     out = []
+    keys = equal.set_index("seed").key
     for seed, part in table.groupby("seed", sort=False):
-        key = equal.set_index("seed").key[seed]
+        if seed not in keys.index:
+            continue
+        key = keys[seed]
         ref = part[part.kind == "reference"].test_correct.iloc[0].astype(float)
         rows = part[(part.kind == "kept") & (part.key == key)]
         out.append((rows.test_correct.iloc[0].astype(float) if len(rows) else ref) - ref)
     return out
+
+
+def key_at_share(table: pd.DataFrame, max_share: float):
+    """The key (τ) whose kept set is the largest with at most ``max_share`` of the neurons.
+
+    "Downsized by ~80 %" asks what happens at a fixed size, not at a τ: this picks, per
+    model, the smallest cut that removes at least ``1 - max_share`` of the neurons (the
+    number of clusters does not depend on the seed).
+
+    Parameters
+    ----------
+    table : DataFrame
+        :func:`subset_controls`' rows of one model and task.
+    max_share : float
+        Largest kept share allowed (0.25: at least 75 % downsizing).
+
+    Returns
+    -------
+    key or None
+        None when every kept set is larger.
+    """
+    ref = table[table.kind == "reference"].n_neurons.iloc[0]
+    kept = table[table.kind == "kept"].drop_duplicates("key")
+    small = kept[kept.n_neurons <= max_share * ref]
+    return None if small.empty else small.sort_values("n_neurons").key.iloc[-1]

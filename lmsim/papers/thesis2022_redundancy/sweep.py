@@ -22,14 +22,18 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from lmsim.cluster import representatives
+from lmsim.cluster import reconstruction_r2, representatives
 from lmsim.papers.thesis2022_redundancy.cross_lingual import _stop
 from lmsim.papers.thesis2022_redundancy.redundancy import (
     cluster_cuts,
     layer_subsets,
     scipy_agreement,
 )
-from lmsim.papers.thesis2022_redundancy.subset_controls import subset_controls
+from lmsim.papers.thesis2022_redundancy.subset_controls import (
+    same_size_subset,
+    subset_controls,
+    uniform_subset,
+)
 from lmsim.probe import control_labels, train_probe, tune_penalty, word_activations
 
 __all__ = ["sentence_groups", "model_redundancy", "transfer_probes"]
@@ -73,6 +77,8 @@ def model_redundancy(
     extract_kw: Mapping | None = None,
     lambdas: Sequence[float] | None = None,
     compare: Mapping | None = None,
+    reconstruct: bool = False,
+    n_targets: int | None = 2000,
     **probe_kwargs,
 ) -> dict:
     """Everything the probing page reports about one model, its activations dropped after.
@@ -114,6 +120,12 @@ def model_redundancy(
         ``lambdas``, the same optimiser is also trained on the page's own objective
         (standardised neurons, the tuned λ: solver ``"adam, same objective"``), so the
         optimiser is compared like with like.
+    reconstruct : bool
+        The probe-free redundancy curve (:func:`reconstruction_table`): the held-out share of
+        all neurons' variance each kept set (first seed) and a random subset of the same
+        size (per layer, and from any layer) reconstruct linearly.
+    n_targets : int or None
+        :func:`lmsim.cluster.reconstruction_r2`'s sample of target neurons.
     **probe_kwargs
         :func:`lmsim.probe.train_probe` options (``epochs``, ``lr``, ``tol``, ...).
 
@@ -130,7 +142,8 @@ def model_redundancy(
         ``lambdas``); ``solvers`` (with ``compare``: per task and solver, the probe on all
         neurons' accuracies, ``converged``, ``stop``, ``steps``) and ``curves`` (accuracy
         per split after every epoch, or every 10 L-BFGS iterations); ``correct`` (per task,
-        the probe on all neurons' per-word correctness on test); ``seconds``.
+        the probe on all neurons' per-word correctness on test); ``reconstruction`` (with
+        ``reconstruct``, else empty); ``seconds``.
     """
     seeds = [int(s) for s in seeds]
     seconds: dict[str, float] = {}
@@ -204,6 +217,14 @@ def model_redundancy(
     )  # column blocks: never a float64 copy of all training activations
     scipy = scipy_agreement(X["train"], thresholds, max_rows=scipy_rows)
     seconds["scipy check"] = time.perf_counter() - start
+    start = time.perf_counter()
+    recon = (
+        reconstruction_table(X["train"], X["test"], kept[seeds[0]], dims, seed=seeds[0],
+                             n_targets=n_targets)
+        if reconstruct
+        else pd.DataFrame()
+    )  # fmt: skip
+    seconds["reconstruction (probe-free)"] = time.perf_counter() - start
     return dict(
         dims=dims,
         cuts=cuts,
@@ -219,8 +240,51 @@ def model_redundancy(
         solvers=pd.DataFrame(solvers).assign(model=model),
         curves=pd.DataFrame(curves).assign(model=model),
         correct=correct,
+        reconstruction=recon.assign(model=model) if len(recon) else recon,
         seconds=seconds,
     )
+
+
+def reconstruction_table(
+    X_fit,
+    X_eval,
+    kept: Mapping,
+    dims: Mapping[str, int],
+    *,
+    seed: int = 0,
+    n_targets: int | None = 2000,
+) -> pd.DataFrame:
+    """The probe-free redundancy curve: per τ, the held-out R² of all neurons from the kept
+    set, from a random subset of the same size per layer and from one drawn from any layer.
+
+    Parameters
+    ----------
+    X_fit, X_eval : ndarray, shape (n_words, n_neurons)
+        Training words (the fit) and held-out words (the R²).
+    kept : mapping of float to ndarray of int
+        ``{τ: kept columns}`` of one seed.
+    dims : mapping of str to int
+        ``{block: width}`` of the columns.
+    seed : int
+        The random subsets' draw (the seeds :func:`subset_controls` uses for draw 0) and the
+        target sample's.
+
+    Returns
+    -------
+    DataFrame
+        One row per (τ, kind): ``key``, ``kind`` ("kept", "random", "uniform"),
+        ``n_neurons``, ``r2`` (:func:`lmsim.cluster.reconstruction_r2`).
+    """
+    width = sum(int(w) for w in dims.values())
+    subsets, rows = {}, []
+    for tau, cols in kept.items():
+        subsets[tau, "kept"] = np.asarray(cols)
+        subsets[tau, "random"] = same_size_subset(cols, dims, seed=1000 * int(seed))
+        subsets[tau, "uniform"] = uniform_subset(width, len(cols), seed=1000 * int(seed) + 500)
+    r2 = reconstruction_r2(X_fit, X_eval, subsets, n_targets=n_targets, seed=seed)
+    for (tau, kind), value in r2.items():
+        rows.append(dict(key=tau, kind=kind, n_neurons=subsets[tau, kind].size, r2=value))
+    return pd.DataFrame(rows)
 
 
 def _add_time(seconds: dict, step: str, start: float) -> None:
