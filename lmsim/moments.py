@@ -262,6 +262,43 @@ class Moments:
             self._merge_state(other.n, other._mean.to(self.device), other._comoment.to(self.device))
         return self
 
+    def remove(self, part: Moments) -> Moments:
+        """Moments of this sample set without the samples of ``part`` (the inverse of merge).
+
+        ``part`` must hold a subset of the samples accumulated here (e.g. the sentence-initial
+        words, computed again on their own). Solving Eq. M1-M2 for the rest ``r = n - k``::
+
+            m_r = (n m - k m_b) / r,   M_r = M - M_b - (r k / n) (m_b - m_r)(m_b - m_r)ᵀ
+
+        Cancellation costs precision where ``part`` carries most of a feature's variance:
+        float64 leaves about ``1e-16 x M_b / M_r`` relative error, and rows of ``part`` that
+        differ from the ones accumulated (another batch, other rounding) leave their
+        difference in ``M_r``.
+
+        Returns
+        -------
+        Moments
+            A new accumulator of ``self.n - part.n`` samples (neither input is modified).
+        """
+        if not isinstance(part, Moments):
+            raise TypeError(f"can only remove Moments, got {type(part).__name__}")
+        if part.dims != self.dims:
+            raise ValueError(
+                f"cannot remove moments of blocks {part.names} from moments of {self.names}"
+            )
+        if not 0 <= part.n < self.n:
+            raise ValueError(
+                f"`part` must hold fewer samples than these moments, got {part.n} of {self.n}"
+            )
+        n, k = self.n, part.n
+        r = n - k
+        mean_b = part._mean.to(self.device)
+        mean_r = (self._mean * n - mean_b * k) / r
+        delta = mean_b - mean_r
+        comoment = self._comoment - part._comoment.to(self.device)
+        comoment.addr_(delta, delta, alpha=-r * k / n)
+        return self._from_state(self.dims, r, mean_r, comoment, self.device)
+
     @classmethod
     def merge_all(cls, parts: Iterable[Moments]) -> Moments:
         """Merge an iterable of accumulators with identical blocks, in their order.

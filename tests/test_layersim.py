@@ -5,10 +5,11 @@ import pytest
 from _helpers import cache_without, execute_page
 
 from lmsim.data import load_corpus
-from lmsim.extract import extract_moments
-from lmsim.extract.layer_pairs import pairwise_by_model_pairs
+from lmsim.extract import extract_activations, extract_moments
+from lmsim.extract.layer_pairs import moments_without_first_words, pairwise_by_model_pairs
 from lmsim.metrics import pairwise_matrix
 from lmsim.models import load_model
+from lmsim.moments import Moments
 
 # Wu et al.'s five measures (paper-compatible SVCCA / PWCCA, as their figures) and the
 # textbook forms page 01 adds.
@@ -155,3 +156,49 @@ def test_avgcorr_bootstrap_checks_blocks():
 
     with pytest.raises(ValueError, match="square"):
         avgcorr_bootstrap([np.ones((2, 3))], lambda av: av[0][0])
+
+
+@pytest.mark.parametrize("model", ["tiny-gpt2", "tiny-llama", "tiny-bert"])
+def test_moments_without_first_words_equal_the_other_words_of_a_causal_model(model):
+    sentences = [line.split() for line in load_corpus("smoke", "valid")][:10]
+    kw = {"pooling": "word", "batch_size": 4, "device": "cpu"}
+    acts = extract_activations([model], sentences, progress=False, **kw)
+    starts = np.cumsum([0] + [len(s) for s in sentences[:-1]])
+    rest = {k: np.delete(v, starts, axis=0) for k, v in acts.items()}
+    want = Moments.from_arrays(rest)
+    mom = extract_moments([model], sentences, progress=False, cache=False, **kw)
+    got = moments_without_first_words(mom, model, sentences, **kw)
+    assert got.n == want.n == mom.n - len(sentences)
+    gap = max(
+        (got.comoment(n) - want.comoment(n)).abs().max() / want.comoment(n).abs().max()
+        for n in mom.names
+    )
+    if model == "tiny-bert":  # bidirectional: the first word alone is another vector
+        assert gap > 1e-3
+    else:
+        assert gap < 1e-5
+    with pytest.raises(ValueError, match="one model"):
+        two = extract_moments(
+            [model, "tiny-gpt2" if model != "tiny-gpt2" else "tiny-llama"],
+            sentences[:3],
+            progress=False,
+            cache=False,
+            **kw,
+        )
+        moments_without_first_words(two, model, sentences[:3], **kw)
+
+
+def test_on_moments_sees_every_pass_with_its_own_blocks():
+    sentences = [line.split() for line in load_corpus("smoke", "valid")][:6]
+    seen = []
+    pairwise_by_model_pairs(
+        ["tiny-bert", "tiny-gpt2", "tiny-llama"],
+        sentences,
+        {"cka": ("linear_cka", {})},
+        pairs=[["tiny-bert", "tiny-gpt2"]],
+        on_moments=lambda mom: seen.append(sorted({n.split("/")[0] for n in mom.names})),
+        pooling="word",
+        device="cpu",
+        cache=False,
+    )
+    assert seen == [["tiny-bert", "tiny-gpt2"], ["tiny-llama"]]

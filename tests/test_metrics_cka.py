@@ -342,3 +342,74 @@ def test_debiased_cka_matrix_is_near_zero_for_unrelated_blocks_and_checks_input(
     mom = Moments.from_arrays(acts)
     with pytest.raises(ValueError, match="pairwise_matrix_raw"):
         pairwise_matrix(mom, list(acts), metric="debiased_cka", progress=False)
+
+
+# ----------------------------------------------------------------------- CKA of z-scored neurons
+def _standardized(x):
+    xc = x - x.mean(axis=0)
+    return xc / np.sqrt((xc**2).sum(axis=0))
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_zscored_linear_cka_equals_plain_cka_on_prestandardized_data(seed):
+    rng = np.random.default_rng(seed)
+    acts = {
+        "m/layer.0": rng.normal(size=(80, 6)) * rng.uniform(0.1, 30.0, 6) + 5.0,
+        "m/layer.1": rng.normal(size=(80, 4)) * np.array([200.0, 1, 1, 1]),
+        "n/layer.0": rng.normal(size=(80, 5)),
+    }
+    acts["n/layer.0"][:, 0] += acts["m/layer.1"][:, 0] / 100.0
+    names = list(acts)
+    got = linear_cka_matrix(Moments.from_arrays(acts), names, standardize=True)
+    z = {k: _standardized(v) for k, v in acts.items()}
+    want = [[naive_linear_cka(z[a], z[b]) for b in names] for a in names]
+    np.testing.assert_allclose(got, want, atol=1e-10)
+    # ... and differs from plain CKA on such unevenly scaled neurons
+    plain = linear_cka_matrix(Moments.from_arrays(acts), names)
+    assert np.abs(plain - got).max() > 0.05
+    # with neurons left out too: the kept columns, standardised
+    drop = {"m/layer.1": [0]}
+    kept = {k: _standardized(np.delete(v, drop.get(k, []), axis=1)) for k, v in acts.items()}
+    got = linear_cka_matrix(Moments.from_arrays(acts), names, drop=drop, standardize=True)
+    want = [[naive_linear_cka(kept[a], kept[b]) for b in names] for a in names]
+    np.testing.assert_allclose(got, want, atol=1e-10)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_zscored_linear_cka_is_invariant_to_per_neuron_scaling_plain_is_not(seed):
+    X, Y = random_pair(seed)
+    scales = np.random.default_rng(seed).uniform(0.01, 100.0, X.shape[1])
+    base = Moments.from_arrays({"x": X, "y": Y})
+    scaled = Moments.from_arrays({"x": X * scales, "y": Y})
+    z0 = linear_cka_matrix(base, ["x", "y"], standardize=True)[0, 1]
+    z1 = linear_cka_matrix(scaled, ["x", "y"], standardize=True)[0, 1]
+    assert z1 == pytest.approx(z0, abs=1e-10)
+    p0 = linear_cka_matrix(base, ["x", "y"])[0, 1]
+    p1 = linear_cka_matrix(scaled, ["x", "y"])[0, 1]
+    assert abs(p1 - p0) > 1e-3
+
+
+def test_zscored_linear_cka_leaves_constant_neurons_out():
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(50, 4)), rng.normal(size=(50, 3))
+    with_const = np.column_stack([x, np.full(50, 3.0)])
+    a = linear_cka_matrix(Moments.from_arrays({"x": x, "y": y}), ["x", "y"], standardize=True)
+    b = linear_cka_matrix(
+        Moments.from_arrays({"x": with_const, "y": y}), ["x", "y"], standardize=True
+    )
+    np.testing.assert_allclose(a, b, atol=1e-12)
+    with pytest.raises(ValueError, match="that is not constant"):
+        linear_cka_matrix(Moments.from_arrays({"c": np.ones((5, 2))}), ["c"], standardize=True)
+
+
+def test_outlier_neurons_top_k_takes_the_largest_variances():
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(300, 6)) * np.array([1.0, 9.0, 1.0, 30.0, 3.0, 1.0])
+    mom = Moments.from_arrays({"m/layer.0": x})
+    assert outlier_neurons(mom, "m/layer.0", top_k=2) == [3, 1]
+    assert outlier_neurons(mom, "m/layer.0", top_k=0) == []
+    # median variance (1 + 9) / 2 = 5: 81 is 16x it, 900 is 180x
+    assert outlier_neurons(mom, "m/layer.0", factor=10.0) == [3, 1]
+    assert outlier_neurons(mom, "m/layer.0", factor=100.0) == [3]
+    with pytest.raises(ValueError, match="top_k"):
+        outlier_neurons(mom, "m/layer.0", top_k=7)

@@ -196,3 +196,34 @@ def test_running_in_place_merge_equals_merge_all_bit_for_bit(seed, tmp_path):
         np.testing.assert_array_equal(got.mean(["a", "b"]), reference.mean(["a", "b"]))
         np.testing.assert_array_equal(got.comoment(["a", "b"]), reference.comoment(["a", "b"]))
     assert parts[0].n == 37, "merge_all must not modify its inputs"
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_remove_equals_the_moments_of_the_rest(seed):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(120, 5)) * np.array([1.0, 500.0, 1, 1, 1]) + 40.0
+    y = rng.normal(size=(120, 3))
+    first = rng.choice(120, 17, replace=False)
+    x[first, 1] += 3000.0  # the removed rows carry most of neuron 1's variance
+    rest = np.setdiff1d(np.arange(120), first)
+    whole = Moments.from_arrays({"x": x, "y": y})
+    part = Moments.from_arrays({"x": x[first], "y": y[first]})
+    got = whole.remove(part)
+    want = Moments.from_arrays({"x": x[rest], "y": y[rest]})
+    assert got.n == len(rest)
+    torch.testing.assert_close(got.mean(["x", "y"]), want.mean(["x", "y"]), rtol=1e-10, atol=1e-9)
+    torch.testing.assert_close(
+        got.comoment(["x", "y"]), want.comoment(["x", "y"]), rtol=1e-9, atol=1e-6
+    )
+    assert whole.n == 120  # inputs untouched
+    torch.testing.assert_close(got.merge(part).comoment("x"), whole.comoment("x"))
+
+
+def test_remove_rejects_other_blocks_and_too_many_samples():
+    a = Moments.from_arrays({"x": np.arange(12.0).reshape(6, 2)})
+    with pytest.raises(ValueError, match="fewer samples"):
+        a.remove(a)
+    with pytest.raises(ValueError, match="cannot remove"):
+        a.remove(Moments.from_arrays({"z": np.ones((2, 2))}))
+    with pytest.raises(TypeError, match="only remove"):
+        a.remove(np.ones((2, 2)))

@@ -18,15 +18,16 @@ the joint moments of all models never exist, and the entries of pairs not asked 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
 from lmsim.blocks import model_of
-from lmsim.extract import extract_moments
+from lmsim.extract import extract_activations, extract_moments
 from lmsim.metrics import pairwise_matrix
+from lmsim.moments import Moments
 
-__all__ = ["pairwise_by_model_pairs"]
+__all__ = ["moments_without_first_words", "pairwise_by_model_pairs"]
 
 
 def pairwise_by_model_pairs(
@@ -36,6 +37,7 @@ def pairwise_by_model_pairs(
     *,
     layers="all",
     pairs: Sequence[Sequence[str]] | None = None,
+    on_moments: Callable[[Moments], None] | None = None,
     **extract_kw,
 ) -> tuple[list[str], dict[str, np.ndarray]]:
     """Layer × layer similarity matrices over all models, one moments pass per pair of models.
@@ -57,6 +59,11 @@ def pairwise_by_model_pairs(
         Only these pairs of models (each a pair of names in ``models``); every model in
         no pair gets a pass of its own, so each model's own block is always filled.
         Default: all pairs.
+    on_moments : callable, optional
+        Called with each pass's :class:`~lmsim.moments.Moments` (its blocks
+        ``"{model}/layer.{i}"``) before they are dropped: other measures of the same pass
+        (e.g. :func:`lmsim.metrics.cka.linear_cka_matrix` on z-scored neurons) without
+        extracting again.
     **extract_kw
         Passed to every :func:`~lmsim.extract.extract_moments` call (``pooling``,
         ``subword``, ``batch_size``, ``device``, ``dtype``, ``cache_key_extra``, ...);
@@ -104,6 +111,8 @@ def pairwise_by_model_pairs(
             matrix = pairwise_matrix(mom, names, metric=metric, progress=False, **options)
             for (i, a), (j, b) in itertools.product(enumerate(names), repeat=2):
                 values[label].setdefault((a, b), float(matrix[i, j]))
+        if on_moments is not None:
+            on_moments(mom)
         del mom
     names = [name for model in models for name in blocks[model]]
     sims = {
@@ -111,6 +120,58 @@ def pairwise_by_model_pairs(
         for label in metrics
     }
     return names, sims
+
+
+def moments_without_first_words(mom: Moments, model, texts, **extract_kw) -> Moments:
+    """A causal model's word moments without each sentence's first word, by one short pass.
+
+    In a causal model a word's hidden states depend on the words before it only, so the
+    sentence-initial word's vectors are those of the one-word sentence ``[text[0]]``. One
+    pass over the first words alone (raw activations, ``len(texts)`` rows) gives their
+    moments, which :meth:`lmsim.moments.Moments.remove` takes out of ``mom``: the moments of
+    every other word, without a second pass over the corpus. **Causal models only**: in a
+    bidirectional model the first word sees the rest of its sentence, and the result is not
+    the moments without it.
+
+    Parameters
+    ----------
+    mom : Moments
+        Word moments (``pooling="word"``) of ``texts`` holding blocks
+        ``"{name}/layer.{i}"`` of this one model only.
+    model : str or (model, tokenizer)
+        The causal model as :func:`lmsim.extract.extract_activations` takes it (a name, or a
+        loaded pair under the name its blocks carry, ``{name: (model, tokenizer)}``).
+    texts : list of list of str
+        The sentences ``mom`` was accumulated over.
+    **extract_kw
+        As given to the extraction of ``mom`` (``subword``, ``batch_size``, ``device``,
+        ``dtype``, ``zoo_profile``, ...); ``layers`` and ``pooling`` are set here.
+
+    Returns
+    -------
+    Moments
+        ``mom.n - len(texts)`` words, the same blocks.
+
+    Notes
+    -----
+    The first words are computed again in other batches, so their float32 rounding differs
+    from the rows accumulated in ``mom`` by ~1e-6 relative; :meth:`Moments.remove` leaves
+    that difference in the result.
+    """
+    names = mom.names
+    owners = {model_of(n) for n in names}
+    if len(owners) != 1:
+        raise ValueError(f"`mom` must hold the blocks of one model, got models {sorted(owners)}")
+    if any(not isinstance(t, (list, tuple)) or not t for t in texts):
+        raise ValueError("`texts` must be non-empty lists of words (pooling='word')")
+    name = owners.pop()
+    layers = {name: [int(n.rsplit(".", 1)[1]) for n in names]}
+    extract_kw = {"progress": False, **extract_kw, "layers": layers, "pooling": "word"}
+    extract_kw.pop("cache", None)
+    extract_kw.pop("cache_key_extra", None)
+    chosen = model if isinstance(model, Mapping) else [model]
+    acts = extract_activations(chosen, [list(t[:1]) for t in texts], **extract_kw)
+    return mom.remove(Moments.from_arrays({n: acts[n] for n in names}, device=mom.device))
 
 
 def _passes(models: list[str], pairs) -> list[tuple[str, ...]]:

@@ -74,7 +74,10 @@ from one inverse),
 :mod:`~lmsim.lmd._decompose` (:func:`decompose`, :func:`r2`, :func:`r2_vs_basis_size`),
 :mod:`~lmsim.lmd._layers` (layer by layer), :mod:`~lmsim.lmd._bootstrap` and
 :mod:`~lmsim.lmd._overfit` (R² against n_train, the over-fitting-corrected R²) and
-:mod:`~lmsim.lmd._evidence` (claim estimates with their intervals over test shards). The
+:mod:`~lmsim.lmd._evidence` (claim estimates with their intervals over train and test
+shards), :mod:`~lmsim.lmd._crossval` (cross-validated ridge R², a model-free check of the
+over-fitting correction) and :mod:`~lmsim.lmd._groupsize` (ρ against the number of basis
+models; the pairwise level). The
 paper's and the authors' published tables are the chapter's, :mod:`lmsim.papers.zhang2022_lmd`.
 
 References
@@ -84,8 +87,10 @@ Correlation of Language Models", EMNLP 2022. Eq. 6-11.
 """
 
 from lmsim.lmd._bootstrap import BootstrapResult, _ShardPool, bootstrap  # noqa: F401
+from lmsim.lmd._crossval import DEFAULT_ALPHAS, CrossValR2, crossval_r2
 from lmsim.lmd._decompose import Decomposition, decompose, r2, r2_vs_basis_size
 from lmsim.lmd._evidence import View, bootstrap_estimate, lowest_margin, replicate_views
+from lmsim.lmd._groupsize import mean_pairwise_r2, rho_vs_group_size
 from lmsim.lmd._layers import decompose_layers, layer_blocks, r2_table
 from lmsim.lmd._loo import _spd_inverse  # noqa: F401
 from lmsim.lmd._overfit import (
@@ -117,4 +122,9 @@ __all__ = [
     "overfit_table",
     "stein_factor",
     "REGULARISERS",
+    "CrossValR2",
+    "DEFAULT_ALPHAS",
+    "crossval_r2",
+    "mean_pairwise_r2",
+    "rho_vs_group_size",
 ]

@@ -29,6 +29,16 @@ class BootstrapResult:
     pairwise_r2_samples : ndarray of shape (n_boot, n_models, n_models)
     level : float
         Coverage of the intervals, e.g. 0.95.
+    resample : {"both", "train", "test"} or None
+        Which shards were resampled (None: not recorded).
+    n_train_samples : ndarray of shape (n_boot,) or None
+        Each replicate's effective number of train samples, Kish's
+        ``(Σ_k c_k n_k)² / Σ_k c_k² n_k`` for shard ``k`` of ``n_k`` samples drawn ``c_k``
+        times: a shard drawn twice enters the fit with weight 2, and least squares on
+        weighted rows has the estimation variance of ``n_eff`` distinct rows (about
+        ``n / 2`` for a multinomial draw of as many shards as there are). Equal to
+        ``n_train`` when the train shards are not resampled. The over-fitting correction of
+        a replicate (:func:`~lmsim.lmd.replicate_views`) uses it.
     """
 
     estimate: Decomposition
@@ -36,6 +46,8 @@ class BootstrapResult:
     group_rho_samples: np.ndarray
     pairwise_r2_samples: np.ndarray
     level: float
+    resample: str | None = None
+    n_train_samples: np.ndarray | None = None
 
     @property
     def _quantiles(self) -> tuple[float, float]:
@@ -110,6 +122,13 @@ class _ShardPool:
     def __len__(self) -> int:
         return len(self.counts)
 
+    def effective_n(self, draws: np.ndarray) -> float:
+        """Kish's effective sample size of the union of ``draws[k]`` copies of shard ``k``:
+        ``(Σ c_k n_k)² / Σ c_k² n_k``."""
+        counts = self.counts.cpu().numpy()
+        draws = np.asarray(draws, dtype=np.float64)
+        return float((draws @ counts) ** 2 / ((draws**2) @ counts))
+
     def merge(self, draws: np.ndarray) -> _Stats:
         """Moments of the union of ``draws[k]`` copies of shard ``k`` (Chan et al. merge).
 
@@ -166,7 +185,10 @@ def bootstrap(
       only about 63 % distinct samples; when ``n_train`` is only a few times the basis
       width the refitted models overfit more than the original one and the test R² of the
       replicates sit *below* the estimate (the percentile interval may then exclude it).
-      Trust these intervals only when ``n_train`` is much larger than every basis width.
+      Trust the raw intervals only when ``n_train`` is much larger than every basis
+      width; the over-fitting-corrected ones (:func:`~lmsim.lmd.replicate_views`,
+      :func:`~lmsim.lmd.bootstrap_estimate` with ``widths``) correct each replicate at
+      its effective ``n_train`` (:attr:`BootstrapResult.n_train_samples`).
 
     Parameters
     ----------
@@ -226,10 +248,11 @@ def bootstrap(
 
     estimate = run(np.ones(len(train_pool), int), np.ones(len(test_pool), int), quiet=False)
     rng = np.random.default_rng(seed)
-    group, rho, pair = [], [], []
+    group, rho, pair, n_eff = [], [], [], []
     for _ in tqdm(range(int(n_boot)), desc="LMD bootstrap", disable=not progress):
         train_counts = _draw(rng, len(train_pool)) if resample_train else np.ones(len(train_pool))
         test_counts = _draw(rng, len(test_pool)) if resample_test else np.ones(len(test_pool))
+        n_eff.append(train_pool.effective_n(train_counts))
         dec = run(train_counts, test_counts)
         group.append(dec.group_r2.to_numpy())
         rho.append(dec.group_rho)
@@ -240,4 +263,6 @@ def bootstrap(
         group_rho_samples=np.asarray(rho),
         pairwise_r2_samples=np.stack(pair),
         level=float(level),
+        resample=resample,
+        n_train_samples=np.asarray(n_eff),
     )

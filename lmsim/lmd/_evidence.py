@@ -1,5 +1,5 @@
 """Claim estimates from the LMD bootstrap: any statistic of one or more decompositions, with
-its percentile interval over resampled test shards, over-fitting-corrected when asked.
+its percentile interval over resampled shards, over-fitting-corrected when asked.
 
 A claim of the paper is a statistic of the group or pairwise R² of one or more
 decompositions (one per sequence length T or corpus): "ρ ≥ 0.7", "ρ rises with T",
@@ -12,6 +12,11 @@ R² is first corrected for the over-fitting of least squares (:func:`~lmsim.lmd.
 Stein's factor for ``n_train`` and the basis width), so a group fitted on a few train
 sequences per basis dimension is judged on the estimate of its population R², not on its
 biased test R².
+
+A test-only bootstrap holds the fit fixed and is too narrow for a claim about the models
+(``EVIDENCE.md`` §1): pass bootstraps made with ``resample="both"`` to resample the train
+shards too; each replicate is then corrected at its own effective ``n_train``
+(:attr:`~lmsim.lmd.BootstrapResult.n_train_samples`).
 
 Beyond the paper (which reports point estimates of one split).
 """
@@ -28,6 +33,8 @@ from lmsim.lmd._overfit import debias_r2
 from lmsim.stats import Estimate
 
 __all__ = ["View", "bootstrap_estimate", "lowest_margin", "replicate_views"]
+
+_RESAMPLED = {"test": "test shards", "both": "train and test shards", "train": "train shards"}
 
 
 class View:
@@ -67,8 +74,11 @@ def replicate_views(boot: BootstrapResult, widths: Mapping[str, int] | None = No
     Parameters
     ----------
     boot : BootstrapResult
-        From :func:`~lmsim.lmd.bootstrap` with ``resample="test"`` (every replicate keeps
-        the estimate's ``n_train``, so one correction factor applies to all).
+        From :func:`~lmsim.lmd.bootstrap`. With ``resample="test"`` every replicate keeps
+        the estimate's ``n_train``; with the train shards resampled (``"both"``,
+        ``"train"``) each replicate is corrected at its own effective ``n_train``
+        (:attr:`BootstrapResult.n_train_samples`: a resample that repeats shards fits
+        fewer distinct sequences and over-fits more, and the correction follows it).
     widths : mapping of str to int, optional
         Embedding width of every model; when given, every group R² is corrected with
         Stein's factor for ``n_train`` and its basis width (the other models' widths) and
@@ -87,8 +97,11 @@ def replicate_views(boot: BootstrapResult, widths: Mapping[str, int] | None = No
     models, n = list(dec.models), dec.n_train
     out = [_view(dec.group_r2[models].to_numpy(), dec.pairwise_r2.to_numpy(), models, n, widths)]
     group = boot.group_r2_samples[models].to_numpy()
-    for g, p in zip(group, boot.pairwise_r2_samples):
-        out.append(_view(g, p, models, n, widths))
+    n_reps = boot.n_train_samples
+    if n_reps is None or len(n_reps) != len(group):
+        n_reps = np.full(len(group), n)
+    for g, p, n_rep in zip(group, boot.pairwise_r2_samples, n_reps):
+        out.append(_view(g, p, models, n_rep, widths))
     return out
 
 
@@ -97,7 +110,7 @@ def bootstrap_estimate(
     boots: Mapping[Hashable, BootstrapResult],
     n_units: int,
     widths: Mapping[Hashable, Mapping[str, int]] | None = None,
-    unit: str = "test shards",
+    unit: str | None = None,
 ) -> Estimate:
     """A statistic of one or more decompositions with its percentile bootstrap interval.
 
@@ -110,12 +123,14 @@ def bootstrap_estimate(
         of each enters replicate ``i`` of the statistic (independent test sets resampled
         side by side).
     n_units : int
-        How many units were resampled (the test shards of the smallest test set).
+        How many units were resampled (the test shards of the smallest test set; with
+        the train shards resampled too, the smaller of the train and test shard counts).
     widths : mapping of key to (mapping of str to int), optional
         Per key, every model's width: correct the R² for over-fitting first
         (:func:`replicate_views`).
-    unit : str, default="test shards"
-        What was resampled, as the claim's record names it.
+    unit : str, optional
+        What was resampled, as the claim's record names it; default from the bootstraps'
+        ``resample``: ``"test shards"``, ``"train and test shards"`` or ``"train shards"``.
 
     Returns
     -------
@@ -139,7 +154,14 @@ def bootstrap_estimate(
         raise ValueError("the statistic is not finite on the estimate or on most replicates")
     level = levels.pop()
     low, high = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2])
-    corrected = ", over-fitting-corrected (Stein)" if widths is not None else ""
+    modes = sorted({b.resample or "test" for b in boots.values()})
+    what = " / ".join(_RESAMPLED[m] for m in modes)
+    unit = what if unit is None else unit
+    corrected = ""
+    if widths is not None:
+        corrected = ", over-fitting-corrected (Stein)"
+        if modes != ["test"]:
+            corrected = ", over-fitting-corrected (Stein, each replicate at its effective n_train)"
     return Estimate(
         values[0],
         min(low, high),
@@ -147,7 +169,7 @@ def bootstrap_estimate(
         level=level,
         unit=unit,
         n=int(n_units),
-        method=f"percentile bootstrap ({len(draws)} resamples of the test shards{corrected})",
+        method=f"percentile bootstrap ({len(draws)} resamples of the {what}{corrected})",
         sd=float(draws.std(ddof=1)),
         draws=draws,
     )

@@ -121,8 +121,9 @@ def overfit_table(result, widths: Mapping[str, int]) -> pd.DataFrame:
         ``n_basis`` (the basis width, Σ of the other models' widths),
         ``n_train_per_dim``, ``stein_factor``, ``corrected_r2``; with a
         :class:`BootstrapResult` also ``corrected_lower`` and ``corrected_upper``, the
-        bootstrap percentiles of the corrected value (each replicate corrected with its
-        own ``n_train``; covers the resampled noise, not a failure of the Gaussian model).
+        bootstrap percentiles of the corrected value (each replicate corrected at its own
+        effective ``n_train``, :attr:`BootstrapResult.n_train_samples`; covers the
+        resampled noise, not a failure of the Gaussian model).
         The group ρ row averages the models' columns (its ``n_basis`` is the mean).
     """
     boot = result if isinstance(result, BootstrapResult) else None
@@ -148,7 +149,10 @@ def overfit_table(result, widths: Mapping[str, int]) -> pd.DataFrame:
     table["corrected_r2"] = debias_r2(dec.group_r2, dec.n_train, basis.to_numpy())
     if boot is not None:
         samples = boot.group_r2_samples[dec.models].to_numpy()
-        corrected = debias_r2(samples, dec.n_train, basis.to_numpy()[None, :])
+        n_reps = boot.n_train_samples
+        if n_reps is None or len(n_reps) != len(samples):
+            n_reps = np.full(len(samples), dec.n_train)
+        corrected = debias_r2(samples, np.asarray(n_reps)[:, None], basis.to_numpy()[None, :])
         alpha = (1 - boot.level) / 2
         lo, hi = np.quantile(corrected, [alpha, 1 - alpha], axis=0)
         table["corrected_lower"], table["corrected_upper"] = lo, hi
@@ -262,19 +266,30 @@ def learning_curve(
     return pd.concat([out, group], ignore_index=True)[out.columns]
 
 
-def extrapolate_r2(curve: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
+def extrapolate_r2(
+    curve: pd.DataFrame, level: float = 0.95, *, min_ratio: float = 0.0
+) -> pd.DataFrame:
     """Population R² per model by extrapolating a learning curve to infinite ``n_train``.
 
     Fits ``1 − R²_test = a + c · k(n, p)`` by least squares over the curve's points
     (Stein's model says ``a = 0``, ``c = 1 − R²_∞``) and reports the value at ``k = 1``
     (``n → ∞``) with a t-interval of that prediction. Points with ``n ≤ p + 2`` are left
-    out.
+    out, and with ``min_ratio`` those with ``n < min_ratio · p``.
+
+    Near ``n = p`` the factor ``k`` explodes and Stein's Gaussian model is least exact
+    (heavy-tailed embeddings, the ridge that keeps the fit defined), yet those points
+    dominate a straight-line fit in ``k``: a curve whose smallest subset has ``n = 400``
+    at ``p = 384`` extrapolates below the raw full-data R². ``min_ratio=2`` keeps only
+    subsets with at least twice as many train samples as basis dimensions.
 
     Parameters
     ----------
     curve : pandas.DataFrame
         :func:`learning_curve` output.
     level : float, default=0.95
+    min_ratio : float, default=0.0
+        Leave out points with ``n_train < min_ratio · n_basis`` (0 keeps every point with
+        ``n > p + 2``).
 
     Returns
     -------
@@ -285,12 +300,19 @@ def extrapolate_r2(curve: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
     """
     if not 0 < level < 1:
         raise ValueError(f"`level` must lie in (0, 1), got {level!r}")
+    min_ratio = float(min_ratio)
+    if not np.isfinite(min_ratio) or min_ratio < 0:
+        raise ValueError(f"`min_ratio` must be a finite number >= 0, got {min_ratio!r}")
     need = {"model", "n_train", "test_r2", "stein_factor"}
+    if min_ratio > 0:
+        need.add("n_basis")
     if not need <= set(curve.columns):
         raise ValueError(f"`curve` lacks columns {sorted(need - set(curve.columns))}")
     out = {}
     for model, rows in curve.groupby("model", sort=False):
         rows = rows[np.isfinite(rows["stein_factor"])]
+        if min_ratio > 0:
+            rows = rows[rows["n_train"] >= min_ratio * rows["n_basis"]]
         x = rows["stein_factor"].to_numpy()
         y = 1.0 - rows["test_r2"].to_numpy()
         res = {"r2_inf": np.nan, "lower": np.nan, "upper": np.nan, "intercept": np.nan}

@@ -22,6 +22,7 @@ from lmsim.metrics._linalg import (
     as_float64,
     check_nonzero_block,
     check_pair,
+    constant_mask,
     pair_stats,
 )
 from lmsim.moments import Moments
@@ -88,7 +89,9 @@ def linear_cka(X, Y, b=None) -> float:
     return linear_cka_pair(prepare_linear_cka(sx), prepare_linear_cka(sy), cxy)
 
 
-def outlier_neurons(mom: Moments, name: str, factor: float = 100.0) -> list[int]:
+def outlier_neurons(
+    mom: Moments, name: str, factor: float = 100.0, top_k: int | None = None
+) -> list[int]:
     """Neurons of a block whose variance exceeds ``factor`` times the block's median variance.
 
     Llama-family models carry a few "massive activation" dimensions (Sun et al. 2024):
@@ -102,17 +105,24 @@ def outlier_neurons(mom: Moments, name: str, factor: float = 100.0) -> list[int]
         A block of ``mom``.
     factor : float, default=100.0
         Ratio to the median neuron variance above which a neuron is an outlier.
+    top_k : int, optional
+        Instead of the ratio rule, the ``top_k`` neurons of largest variance (``factor``
+        is then ignored).
 
     Returns
     -------
     list of int
         Indices of the outlier neurons within the block, by decreasing variance.
     """
+    var = mom.var(name).double()
+    order = torch.argsort(var, descending=True)
+    if top_k is not None:
+        if not isinstance(top_k, (int, np.integer)) or not 0 <= top_k <= len(var):
+            raise ValueError(f"`top_k` must be an int in [0, {len(var)}], got {top_k!r}")
+        return [int(i) for i in order[: int(top_k)]]
     if not factor > 0:
         raise ValueError(f"`factor` must be positive, got {factor!r}")
-    var = mom.var(name).double()
     ratio = var / var.median().clamp_min(torch.finfo(torch.float64).tiny)
-    order = torch.argsort(var, descending=True)
     return [int(i) for i in order if ratio[i] > factor]
 
 
@@ -120,12 +130,20 @@ def linear_cka_matrix(
     mom: Moments,
     names: Sequence[str],
     drop: Mapping[str, Sequence[int]] | None = None,
+    standardize: bool = False,
 ) -> np.ndarray:
-    """Linear CKA of every pair of blocks, with some neurons of some blocks left out.
+    """Linear CKA of every pair of blocks, with some neurons left out or every neuron z-scored.
 
     ``out[i, j]`` is :func:`linear_cka` of block ``names[i]`` and block ``names[j]`` after
-    removing the neurons ``drop[name]`` from each (the columns of ``Xc``), read from the
-    joint moments without another pass over the data.
+    removing the neurons ``drop[name]`` from each (the columns of ``Xc``) and, with
+    ``standardize``, dividing every kept neuron by its standard deviation over the samples:
+    ``Xc D_x^{-1/2}`` with ``D_x = diag(Xcᵀ Xc)``, so the co-moments become
+    ``D_x^{-1/2} Xcᵀ Yc D_y^{-1/2}`` (correlations). All of it is read from the joint
+    moments (the co-moment's diagonal gives the scales) without another pass over the data.
+
+    Plain linear CKA weighs each neuron by its variance, so a few neurons of huge variance
+    can decide it; z-scored CKA weighs every neuron alike and is invariant to rescaling
+    any single neuron (plain CKA is invariant to isotropic scaling only).
 
     Parameters
     ----------
@@ -134,6 +152,9 @@ def linear_cka_matrix(
         Blocks of ``mom``.
     drop : dict of str to sequence of int, optional
         Block -> neuron indices to leave out (e.g. :func:`outlier_neurons`).
+    standardize : bool, default=False
+        Z-score every kept neuron. Constant neurons (zero variance up to rounding,
+        ``lmsim.metrics._linalg.constant_mask``) carry no signal and are left out.
 
     Returns
     -------
@@ -141,32 +162,44 @@ def linear_cka_matrix(
 
     References
     ----------
-    Kornblith et al. (2019), Eq. 5; Wu et al. (2020), App. A.3.
+    Kornblith et al. (2019), Eq. 5 (CKA) and Sec. 3 (invariances; CKA of z-scored features
+    is not invariant to invertible linear maps, only to per-neuron scaling and orthogonal
+    maps of the standardised features); Wu et al. (2020), App. A.3.
     """
     names = list(names)
     drop = dict(drop or {})
     unknown = sorted(set(drop) - set(names))
     if unknown:
         raise KeyError(f"`drop` names blocks {unknown} that are not among `names`")
-    keep = {}
+    keep, scale = {}, {}
     for name in names:
         dim = int(mom.mean(name).shape[0])
         mask = torch.ones(dim, dtype=torch.bool, device=mom.device)
         mask[list(drop.get(name, []))] = False
+        if standardize:
+            stats = BlockStats(name, mom.n, mom.mean(name), mom.comoment(name))
+            mask &= ~constant_mask(stats)
         if not mask.any():
-            raise ValueError(f"`drop` leaves no neuron of block {name!r}")
+            what = " that is not constant" if standardize else ""
+            raise ValueError(f"`drop` leaves no neuron of block {name!r}{what}")
         keep[name] = mask
+        if standardize:
+            scale[name] = mom.comoment(name).diagonal()[mask].rsqrt()
+
+    def block(a, b):
+        c = mom.comoment(a, b)[keep[a]][:, keep[b]]
+        return c * torch.outer(scale[a], scale[b]) if standardize else c
+
     norms = {}
     for name in names:
-        cxx = mom.comoment(name)[keep[name]][:, keep[name]]
+        cxx = block(name, name)
         check_nonzero_block(BlockStats(name, mom.n, mom.mean(name)[keep[name]], cxx), "linear_cka")
         norms[name] = torch.linalg.matrix_norm(cxx)
     out = np.empty((len(names), len(names)), dtype=np.float64)
     for i, a in enumerate(names):
         for j in range(i, len(names)):
             b = names[j]
-            cxy = mom.comoment(a, b)[keep[a]][:, keep[b]]
-            out[i, j] = out[j, i] = linear_cka_pair(norms[a], norms[b], cxy)
+            out[i, j] = out[j, i] = linear_cka_pair(norms[a], norms[b], block(a, b))
     return out
 
 

@@ -41,13 +41,22 @@ from collections.abc import Callable, Mapping, Sequence
 from itertools import combinations
 
 import numpy as np
+import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
 from lmsim._threads import threads
 from lmsim.metrics._linalg import BlockStats
+from lmsim.metrics.localization import layer_table
 
-__all__ = ["FLOOR_VERSION", "MAX_JOINT_WIDTH", "chance_floors", "null_comoment", "n_null_blocks"]
+__all__ = [
+    "FLOOR_VERSION",
+    "MAX_JOINT_WIDTH",
+    "above_floor",
+    "chance_floors",
+    "null_comoment",
+    "n_null_blocks",
+]
 
 #: Bumped whenever the draws or the arithmetic change: older cache entries then miss.
 FLOOR_VERSION = 1
@@ -421,3 +430,82 @@ def _reference_chance_floors(
                 }
             )
     return floors
+
+
+def above_floor(matrix, names: Sequence[str], floor, widths: Mapping[str, int] | None = None):
+    """A layer × layer matrix minus each cell's chance floor: the value above the floor.
+
+    A measure's floor depends on the widths (and ``n``) of the two layers compared, so it
+    differs between model pairs and between measures (mixedsim's is far above svsim's at the
+    same shape). Two measures, or two model pairs, are compared on their values above their
+    own floors (``EVIDENCE.md`` §5), never on raw values.
+
+    Parameters
+    ----------
+    matrix : array of shape (n_layers, n_layers)
+        ``matrix[i, j]`` the measure from layer ``i`` to layer ``j``.
+    names : sequence of str
+        ``"{model}/layer.{i}"`` block names, in the order of ``matrix``'s rows.
+    floor : float, mapping, list of dict or callable
+        The floor of each cell:
+
+        - a float: one floor for every cell;
+        - a mapping ``(model_x, model_y) -> float`` (an :class:`lmsim.stats.Estimate` is read
+          by its ``estimate``): one floor per ordered model pair (a missing ordered pair
+          falls back to its reverse, for symmetric measures);
+        - a list of dicts with ``d_x``, ``d_y`` and ``mean`` (one measure's entry of
+          :func:`chance_floors`) with ``widths``: the floor of each pair of widths;
+        - a callable ``floor(model_x, model_y) -> float``.
+    widths : mapping of str to int, optional
+        Each model's width; required with a list of floors.
+
+    Returns
+    -------
+    ndarray of shape (n_layers, n_layers)
+        ``matrix[i, j] − floor(model(i), model(j))``; a DataFrame's index and columns are
+        kept.
+
+    Raises
+    ------
+    ValueError
+        A wrongly shaped ``matrix``, a model pair without a floor, or a list of floors
+        without ``widths``.
+    """
+    values = np.asarray(matrix, dtype=np.float64)
+    if values.shape != (len(names), len(names)):
+        raise ValueError(f"`matrix` has shape {values.shape} but there are {len(names)} names")
+    owner = layer_table(names)["model"].to_numpy()
+    order = list(dict.fromkeys(owner))
+    if isinstance(floor, (int, float)):
+        lookup = lambda a, b: float(floor)  # noqa: E731
+    elif callable(floor):
+        lookup = floor
+    elif isinstance(floor, Mapping):
+
+        def lookup(a, b):
+            value = floor.get((a, b), floor.get((b, a)))
+            if value is None:
+                raise ValueError(f"`floor` has no entry for the model pair ({a!r}, {b!r})")
+            return getattr(value, "estimate", value)
+
+    elif isinstance(floor, Sequence):
+        if widths is None:
+            raise ValueError("a list of floors by width needs `widths` (each model's width)")
+        by_width = {(int(f["d_x"]), int(f["d_y"])): float(f["mean"]) for f in floor}
+
+        def lookup(a, b):
+            key = (int(widths[a]), int(widths[b]))
+            if key not in by_width:
+                raise ValueError(f"`floor` has no entry for widths {key} ({a!r}, {b!r})")
+            return by_width[key]
+
+    else:
+        raise ValueError(f"`floor` must be a number, mapping, list or callable, got {floor!r}")
+    table = {(a, b): float(lookup(a, b)) for a in order for b in order}
+    index = {m: k for k, m in enumerate(order)}
+    codes = np.array([index[m] for m in owner])
+    grid = np.array([[table[a, b] for b in order] for a in order])
+    out = values - grid[np.ix_(codes, codes)]
+    if hasattr(matrix, "index") and hasattr(matrix, "columns"):
+        return pd.DataFrame(out, index=matrix.index, columns=matrix.columns)
+    return out

@@ -18,6 +18,7 @@ __all__ = [
     "block_means",
     "cross_model_mean",
     "depth_trend",
+    "depth_trend_test",
     "layer_table",
     "localization_scores",
     "mean_to_others",
@@ -334,3 +335,112 @@ def depth_trend(scores, names: Sequence[str] | None = None) -> pd.DataFrame:
             rho = float(group["layer"].rank().corr(group["score"].rank()))
         rows[model] = {"n_layers": len(group), "spearman": rho}
     return pd.DataFrame.from_dict(rows, orient="index")
+
+
+def _spearman_rows(ranks_x: np.ndarray, ranks_y: np.ndarray) -> np.ndarray:
+    """Pearson correlation of the ranking ``ranks_x`` (n,) with each row of ``ranks_y``."""
+    rx = ranks_x - ranks_x.mean()
+    ry = ranks_y - ranks_y.mean(axis=1, keepdims=True)
+    denom = np.sqrt((rx**2).sum() * (ry**2).sum(axis=1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (ry @ rx) / denom
+
+
+def depth_trend_test(
+    scores,
+    names: Sequence[str] | None = None,
+    *,
+    n_perm: int = 10_000,
+    q: float = 0.95,
+    alternative: str = "greater",
+    seed: int = 0,
+) -> dict:
+    """Permutation null for the mean per-model Spearman correlation of a score with depth.
+
+    "The localization score mostly increases with layers" (Wu et al. 2020, Sec. 5.1) is a
+    statement about every layer of every model. The statistic is the mean over models of
+    the Spearman correlation of the score with the layer index (:func:`depth_trend`); its
+    null permutes the order of each model's layers independently (scores shuffled within
+    model), which keeps every model's set of scores and breaks only their order. A mean of
+    0.3 over four models of four layers each arises by chance often (probability about
+    0.18), so the value is judged against this null, not against a fixed bar.
+
+    Parameters
+    ----------
+    scores : pandas.Series or array of shape (n_layers,)
+        One score per layer (e.g. :func:`localization_scores`); a Series' index supplies
+        ``names``.
+    names : sequence of str, optional
+        ``"{model}/layer.{i}"`` block names in the order of ``scores``.
+    n_perm : int, default=10000
+        Permutations.
+    q : float, default=0.95
+        The quantile of the null reported as the bar (one-sided at 5 %).
+    alternative : {"greater", "less", "two-sided"}, default="greater"
+        Direction of the p-value.
+    seed : int, default=0
+        Seed of ``numpy.random.default_rng``. Draw order: for each model with at least 3
+        layers, in order of first appearance, ``n_perm`` draws of
+        ``rng.permutation(n_layers)``.
+
+    Returns
+    -------
+    dict
+        ``observed`` (mean Spearman over the models with >= 3 layers and a non-constant
+        score), ``null_quantile`` (the ``q`` quantile of the null draws), ``null_mean``,
+        ``p_value`` (``(1 + #{null at least as extreme}) / (1 + n_perm)``), ``n_models``,
+        ``n_layers`` (total), ``per_model`` (the :func:`depth_trend` table) and ``draws``
+        (ndarray of shape (n_perm,)).
+
+    References
+    ----------
+    Wu et al. (2020), Sec. 5.1, Fig. 3. Efron & Tibshirani (1993), ch. 15.
+    """
+    if alternative not in ("greater", "less", "two-sided"):
+        raise ValueError(
+            f"`alternative` must be 'greater', 'less' or 'two-sided', got {alternative!r}"
+        )
+    if not 0 < q < 1:
+        raise ValueError(f"`q` must lie in (0, 1), got {q!r}")
+    if int(n_perm) < 1:
+        raise ValueError(f"`n_perm` must be >= 1, got {n_perm!r}")
+    per_model = depth_trend(scores, names)
+    if names is None:
+        names = list(scores.index)
+    table = layer_table(names).assign(score=np.asarray(scores, dtype=np.float64))
+    used = [m for m in per_model.index if np.isfinite(per_model.loc[m, "spearman"])]
+    if not used:
+        raise ValueError(
+            "no model has at least 3 layers with a non-constant score: the trend is undefined"
+        )
+    rng = np.random.default_rng(seed)
+    draws = np.zeros(int(n_perm))
+    for model in per_model.index:
+        if per_model.loc[model, "n_layers"] < 3:
+            continue
+        rows = table[table["model"] == model]
+        ranks = rows["layer"].rank().to_numpy()
+        # Permuting the scores permutes their (average) ranks: rank once.
+        score_ranks = rows["score"].rank().to_numpy()
+        perms = np.stack([score_ranks[rng.permutation(len(rows))] for _ in range(int(n_perm))])
+        if model in used:
+            draws += _spearman_rows(ranks, perms)
+    draws /= len(used)
+    observed = float(per_model.loc[used, "spearman"].mean())
+    tol = 1e-12 * max(1.0, abs(observed))
+    if alternative == "greater":
+        extreme = draws >= observed - tol
+    elif alternative == "less":
+        extreme = draws <= observed + tol
+    else:
+        extreme = np.abs(draws) >= abs(observed) - tol
+    return {
+        "observed": observed,
+        "null_quantile": float(np.quantile(draws, q)),
+        "null_mean": float(draws.mean()),
+        "p_value": float((1 + extreme.sum()) / (1 + len(draws))),
+        "n_models": len(used),
+        "n_layers": int(per_model.loc[used, "n_layers"].sum()),
+        "per_model": per_model,
+        "draws": draws,
+    }

@@ -3,7 +3,8 @@ chapter's protocol (``book/wu2020_similarity``).
 
 The measures are general methods (:mod:`lmsim.metrics`, layer × layer matrices from
 :func:`lmsim.extract.pairwise_by_model_pairs`); this package holds the chapter's family
-comparisons (:mod:`~lmsim.papers.wu2020_similarity.families`).
+comparisons (:mod:`~lmsim.papers.wu2020_similarity.families`) and the family claims judged
+per model pair and per model (:mod:`~lmsim.papers.wu2020_similarity.contrasts`).
 
 References
 ----------
@@ -13,6 +14,11 @@ the authors' code ``johnmwu/contextual-corr-analysis``.
 
 from __future__ import annotations
 
+from lmsim.papers.wu2020_similarity.contrasts import (
+    Contrast,
+    family_contrasts,
+    measure_contrast,
+)
 from lmsim.papers.wu2020_similarity.families import (
     family_cells,
     family_means,
@@ -20,6 +26,9 @@ from lmsim.papers.wu2020_similarity.families import (
 )
 
 __all__ = [
+    "Contrast",
+    "family_contrasts",
+    "measure_contrast",
     "family_cells",
     "family_means",
     "relation_gap",

@@ -19,6 +19,8 @@ from lmsim.papers.zhang2022_lmd.authors import (
     AUTHORS_PAIRWISE_R2,
     AUTHORS_RUNS,
     authors_group_r2,
+    authors_group_size_curve,
+    authors_mean_pairwise_r2,
     authors_pairwise_r2,
     group_beside_authors,
     pairwise_beside_authors,
@@ -39,6 +41,8 @@ from lmsim.papers.zhang2022_lmd.paper import (
 __all__ = [
     "AUTHORS_GROUP_R2",
     "authors_group_r2",
+    "authors_group_size_curve",
+    "authors_mean_pairwise_r2",
     "AUTHORS_MODELS",
     "AUTHORS_PAIRWISE_R2",
     "authors_pairwise_r2",

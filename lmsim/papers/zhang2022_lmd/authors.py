@@ -26,12 +26,13 @@ Zhang (2022), Tables 2-3, Fig. 1-5; github.com/haozhg/lmd.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from lmsim.lmd._decompose import Decomposition
+from lmsim.lmd._groupsize import mean_pairwise_r2
 from lmsim.papers.zhang2022_lmd.paper import PAPER_CHECKPOINTS, PAPER_SEQ_LENS
 
 __all__ = [
@@ -40,6 +41,8 @@ __all__ = [
     "AUTHORS_PAIRWISE_R2",
     "AUTHORS_RUNS",
     "authors_group_r2",
+    "authors_group_size_curve",
+    "authors_mean_pairwise_r2",
     "authors_pairwise_r2",
     "group_beside_authors",
     "pairwise_beside_authors",
@@ -473,3 +476,76 @@ def pairwise_beside_authors(
     out = pd.DataFrame(rows, columns=["target", "basis", "ours", "authors"])
     out["difference"] = out["ours"] - out["authors"]
     return out
+
+
+def _authors_subset(checkpoints: Sequence[str] | None) -> list[str]:
+    if checkpoints is None:
+        return list(AUTHORS_MODELS)
+    chosen = [PAPER_CHECKPOINTS.get(c, c) for c in checkpoints]
+    unknown = sorted(set(chosen) - set(AUTHORS_MODELS))
+    if unknown or len(set(chosen)) < 2:
+        raise ValueError(
+            f"`checkpoints` must name at least two of the authors' checkpoints "
+            f"{list(AUTHORS_MODELS)}, got {list(checkpoints)} (unknown: {unknown})"
+        )
+    return list(dict.fromkeys(chosen))
+
+
+def authors_mean_pairwise_r2(
+    seq_len: int, run: str = "128k", checkpoints: Sequence[str] | None = None
+) -> float:
+    """The authors' mean test pairwise R²(target | basis) at one T: the pairwise level.
+
+    A pairwise fit depends only on its two models, so this is comparable with our mean
+    pairwise R² (:func:`lmsim.lmd.mean_pairwise_r2`) whatever the size of our group, at
+    the same T (``EVIDENCE.md`` §3: compare pairwise with pairwise).
+
+    Parameters
+    ----------
+    seq_len : int
+        T, one of ``PAPER_SEQ_LENS``.
+    run : {"128k", "20k"}
+    checkpoints : sequence of str, optional
+        Average over the pairs of these checkpoints (Hugging Face names or the paper's
+        names) only; default all twelve (132 ordered pairs).
+
+    Returns
+    -------
+    float
+        E.g. 0.493 for the 128k run at T = 16.
+    """
+    table = authors_pairwise_r2(run, seq_len)
+    return mean_pairwise_r2(table, _authors_subset(checkpoints))
+
+
+def authors_group_size_curve(run: str = "128k", split: str = "test") -> pd.DataFrame:
+    """The authors' ρ at the two group sizes their tables hold, for every T.
+
+    Their released tables hold pairwise fits (one basis model, Eq. 11) and the twelve-model
+    group fits (eleven basis models, Eq. 10): two points of the curve of ρ against the
+    number of basis models that :func:`lmsim.lmd.rho_vs_group_size` traces for ours.
+
+    Parameters
+    ----------
+    run : {"128k", "20k"}
+    split : {"test"}
+        The released pairwise tables are test R² only.
+
+    Returns
+    -------
+    DataFrame of shape (12, 4)
+        One row per (T, size): ``T``, ``n_basis_models`` (1 or 11), ``group_size`` (2 or
+        12), ``rho`` (the mean pairwise R² over the 132 ordered pairs, or the group ρ).
+    """
+    if split != "test":
+        raise ValueError(
+            f"the authors' pairwise tables are test R² only: `split` must be 'test', got {split!r}"
+        )
+    group = authors_group_r2(run, "test")
+    rows = []
+    for T in PAPER_SEQ_LENS:
+        rows.append({"T": T, "n_basis_models": 1, "group_size": 2,
+                     "rho": authors_mean_pairwise_r2(T, run)})  # fmt: skip
+        rows.append({"T": T, "n_basis_models": len(AUTHORS_MODELS) - 1,
+                     "group_size": len(AUTHORS_MODELS), "rho": float(group[T].mean())})  # fmt: skip
+    return pd.DataFrame(rows)
