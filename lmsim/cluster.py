@@ -264,9 +264,10 @@ def _canonical(labels: np.ndarray) -> np.ndarray:
 @thread_policy
 def cluster_neurons(
     X_or_moments,
-    threshold: float | Sequence[float],
+    threshold: float | Sequence[float] | None = None,
     blocks: Sequence[str] | None = None,
     *,
+    n_clusters: int | Sequence[int] | None = None,
     absolute: bool = True,
     constant: str = "singleton",
     method: str = "average",
@@ -285,9 +286,15 @@ def cluster_neurons(
     X_or_moments : ndarray or Tensor (n_samples, n_neurons), iterable of chunks, or Moments
         Activations, a stream of activation chunks, or moments (no dense activation
         matrix needed); see :func:`correlation_distances`.
-    threshold : float or sequence of float
+    threshold : float or sequence of float, optional
         Cut distance τ. A sequence cuts one tree at each value (the linkage, the costly
         part, is computed once).
+    n_clusters : int or sequence of int, optional
+        Instead of (or beside) ``threshold``: cut the same tree into this many clusters
+        (``fcluster(Z, k, criterion="maxclust")``, the lowest cut with at most ``k``
+        clusters; exactly ``k`` unless merge heights tie). A kept share is then set
+        exactly, ``k = round(share · n_neurons)``, instead of by the τ whose share is
+        closest on a grid.
     blocks : sequence of str, optional
         Moments blocks to concatenate into the neuron axis (default: all, layout order).
     absolute, constant, chunk_rows, device
@@ -299,7 +306,9 @@ def cluster_neurons(
     -------
     labels : ndarray of int64, shape (n_neurons,)
         Cluster ids ``0..k-1`` numbered by the first neuron of each cluster (neuron 0 is in
-        cluster 0). With a sequence of thresholds, a dict ``{τ: labels}``.
+        cluster 0). With a sequence of thresholds, a dict ``{τ: labels}``; with a sequence
+        of ``n_clusters``, a dict ``{k: labels}`` (int keys); with both, one dict holding
+        the float ``τ`` keys and the int ``k`` keys.
 
     Notes
     -----
@@ -315,8 +324,19 @@ def cluster_neurons(
     """
     from scipy.cluster.hierarchy import fcluster, linkage
 
-    many = not np.isscalar(threshold)
-    thresholds = [float(t) for t in (threshold if many else [threshold])]
+    if threshold is None and n_clusters is None:
+        raise ValueError("give `threshold` (cut distances τ) or `n_clusters` (cluster counts)")
+    many = threshold is not None and not np.isscalar(threshold)
+    many |= n_clusters is not None and not np.isscalar(n_clusters)
+    many |= threshold is not None and n_clusters is not None
+    thresholds = [] if threshold is None else [float(t) for t in np.atleast_1d(threshold)]
+    counts = [] if n_clusters is None else list(np.atleast_1d(n_clusters))
+    for k in counts:
+        if isinstance(k, (bool, np.bool_)) or not float(k).is_integer() or int(k) < 1:
+            raise ValueError(f"`n_clusters` must be integers >= 1, got {n_clusters!r}")
+    counts = [int(k) for k in counts]
+    if set(thresholds) & set(counts):  # 1.0 == 1: the dict could not hold both cuts
+        raise ValueError(f"τ {thresholds} and `n_clusters` {counts} share a key; cut them apart")
     # The largest distance 1 - |r| (or 1 - r) can take: beyond it, one cluster.
     top, formula = (1.0, "1 - |r|") if absolute else (2.0, "1 - r")
     for t in thresholds:
@@ -336,10 +356,15 @@ def cluster_neurons(
         chunk_rows=chunk_rows,
         device=device,
     )
+    n_neurons = int(round((1 + np.sqrt(1 + 8 * dist.size)) / 2))
+    for k in counts:
+        if k > n_neurons:
+            raise ValueError(f"`n_clusters`={k} exceeds the {n_neurons} neurons")
     Z = linkage(dist, method=method)
     del dist
     out = {t: _canonical(fcluster(Z, t, criterion="distance")) for t in thresholds}
-    return out if many else out[thresholds[0]]
+    out |= {k: _canonical(fcluster(Z, k, criterion="maxclust")) for k in counts}
+    return out if many else next(iter(out.values()))
 
 
 def representatives(labels, seed: int | np.random.Generator | None = 0) -> np.ndarray:

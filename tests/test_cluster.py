@@ -250,3 +250,42 @@ def test_reconstruction_r2_equals_per_target_regressions_and_rewards_representat
     assert sample == pytest.approx(_naive_r2(fit, held, one_per_source, targets, 1e-3), rel=1e-9)
     with pytest.raises(ValueError, match="same number of columns"):
         reconstruction_r2(fit, held[:, :5], {"rep": one_per_source})
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("k", [1, 7, 11, 30, 60])
+def test_n_clusters_cut_equals_scipy_maxclust_and_gives_exactly_k(seed, k):
+    X = correlated_neurons(seed)
+    dist, _ = correlation_distances(X)
+    Z = linkage(dist, method="average")
+    ours = cluster_neurons(X, n_clusters=k)
+    np.testing.assert_array_equal(ours, canonical(fcluster(Z, k, criterion="maxclust")))
+    # continuous data: no tied merge heights, so the cut has exactly k clusters
+    assert ours.max() + 1 == k
+    # and it is one of the distance cuts: the cut just below the (n - k + 1)-th merge
+    if k < X.shape[1]:
+        t = Z[X.shape[1] - k - 1, 2]
+        assert adjusted_rand_score(cluster_neurons(X, float(t)), ours) == 1.0
+
+
+def test_n_clusters_and_thresholds_cut_one_tree():
+    X = correlated_neurons(0)
+    both = cluster_neurons(X, [0.3, 0.5], n_clusters=[12])
+    assert set(both) == {0.3, 0.5, 12}
+    np.testing.assert_array_equal(both[12], cluster_neurons(X, n_clusters=12))
+    np.testing.assert_array_equal(both[0.3], cluster_neurons(X, 0.3))
+    many = cluster_neurons(X, n_clusters=[5, 9])
+    assert [many[k].max() + 1 for k in (5, 9)] == [5, 9]
+
+
+@pytest.mark.parametrize("bad", [0, -3, 2.5, 61, True])
+def test_n_clusters_is_validated(bad):
+    with pytest.raises(ValueError, match="n_clusters"):
+        cluster_neurons(correlated_neurons(0), n_clusters=bad)
+
+
+def test_a_cut_is_required_and_keys_never_collide():
+    with pytest.raises(ValueError, match="threshold"):
+        cluster_neurons(correlated_neurons(0))
+    with pytest.raises(ValueError, match="share a key"):
+        cluster_neurons(correlated_neurons(0), [1.0], n_clusters=[1])

@@ -9,11 +9,15 @@ from lmsim.papers.thesis2022_redundancy.cross_lingual import (
     TABLE_A3_MBERT,
     closest_share,
     cross_fitted_probe,
+    joint_unit_bootstrap,
     matched_columns,
     seen_labels,
+    share_clusters,
     thesis_kept_share,
+    thesis_losses,
     unit_halves,
 )
+from lmsim.papers.thesis2022_redundancy.redundancy import cluster_cuts
 from lmsim.papers.thesis2022_redundancy.sweep import transfer_probes
 from lmsim.probe import control_labels, train_probe
 
@@ -118,3 +122,62 @@ def test_transfer_probes_record_the_stopping_rule_and_train_the_control_once():
     for test, labels in zip(("en", "fr"), ctrl[1:], strict=True):
         row = table[table.test_set == test].iloc[0]
         assert row.control == pytest.approx(np.mean(r.predict(X[test]) == labels))
+
+
+def test_thesis_losses_are_table_b_differences_and_the_rules_round_up_the_largest():
+    pos, dep = thesis_losses("POS"), thesis_losses("DEP")
+    assert pos == {"mBERT": 0.24, "distil-mBERT": 1.75, "XLM-R": 1.7}
+    assert dep == {"mBERT": 3.84, "distil-mBERT": 1.99, "XLM-R": 6.95}
+    # the page's 3- and 7-point rules cover the largest loss of the three models, not mBERT's
+    assert max(pos.values()) <= 3 and max(dep, key=dep.get) == "XLM-R" and max(dep.values()) <= 7
+    assert dep["mBERT"] < max(dep.values())
+    with pytest.raises(ValueError, match="task"):
+        thesis_losses("NER")
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_cutting_at_the_thesis_share_keeps_exactly_round_share_times_n(seed):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((300, 8)) @ rng.standard_normal((8, 90)) + rng.standard_normal(
+        (300, 90)
+    )
+    k = share_clusters(X.shape[1], thesis_kept_share(0.3))
+    assert k == round(0.18311 * 90) == 16
+    cuts = cluster_cuts(X, [0.3], n_clusters=[k], seed=seed)
+    labels, kept = cuts[k]
+    assert kept.size == k and np.unique(labels).size == k
+    assert np.unique(labels[kept]).size == k  # one representative per cluster
+    assert share_clusters(4480, thesis_kept_share(0.3)) == 820
+    with pytest.raises(ValueError, match="share"):
+        share_clusters(10, 0.0)
+
+
+def test_joint_unit_bootstrap_draws_the_same_units_in_every_set():
+    # two parallel sets: article u has u+1 English rows and 2 French rows
+    en_units = np.repeat(np.arange(5), np.arange(1, 6))
+    fr_units = np.repeat(np.arange(5), 2)
+    en, fr = en_units.astype(float), fr_units.astype(float)
+
+    def stat(en, fr):
+        # the same articles on both sides: the mean unit id agrees once weighted per article
+        (a,), (b,) = en, fr
+        assert set(np.unique(a)) == set(np.unique(b))
+        return fr[0].mean() - 0 * a.mean()
+
+    est = joint_unit_bootstrap(
+        stat, {"en": [en], "fr": [fr]}, {"en": en_units, "fr": fr_units}, n_boot=200
+    )
+    assert est.n == 5 and est.estimate == pytest.approx(2.0)
+    assert est.low < 2.0 < est.high
+    # a statistic constant under paired resampling has a zero-width interval; unpaired would not
+    diff = joint_unit_bootstrap(
+        lambda en, fr: np.mean(np.unique(en[0])) - np.mean(np.unique(fr[0])),
+        {"en": [en], "fr": [fr]},
+        {"en": en_units, "fr": fr_units},
+        n_boot=200,
+    )
+    assert diff.low == diff.high == 0.0
+    with pytest.raises(ValueError, match="parallel"):
+        joint_unit_bootstrap(
+            stat, {"en": [en], "fr": [fr[:-2]]}, {"en": en_units, "fr": fr_units[:-2]}
+        )

@@ -41,7 +41,10 @@ def tune_penalty(
     best : float
     table : DataFrame
         One row per λ (descending): ``lambda``, ``train``, ``dev`` accuracy,
-        ``converged``, ``iterations``, ``nonzero`` (share of non-zero weights).
+        ``converged`` (any stopping rule fired, the stalled objective included), ``stop``
+        (which rule: ``"gradient"``, ``"objective"``, ``"max_iter"``), ``gradient`` (the
+        pseudo-gradient's largest entry at the stop), ``iterations``, ``nonzero`` (share of
+        non-zero weights).
     """
     lambdas = sorted({float(v) for v in lambdas}, reverse=True)
     if not lambdas or min(lambdas) <= 0:
@@ -60,6 +63,8 @@ def tune_penalty(
                 train=r.accuracy["train"],
                 dev=r.accuracy["dev"],
                 converged=r.converged,
+                stop=r.stop_reason or ("rule" if r.converged else "max epochs"),
+                gradient=r.gradient,
                 iterations=r.n_epochs,
                 nonzero=float(np.mean(r.weights != 0)),
             )

@@ -22,12 +22,17 @@ Dalvi et al. (2020), "Analyzing Redundancy in Pretrained Transformer Models", EM
 from __future__ import annotations
 
 from lmsim.papers.thesis2022_redundancy.cross_lingual import (
+    MODEL_FACTS,
     TABLE_A3_MBERT,
+    TABLE_B_EN_FR,
     closest_share,
     cross_fitted_probe,
+    joint_unit_bootstrap,
     matched_columns,
     seen_labels,
+    share_clusters,
     thesis_kept_share,
+    thesis_losses,
     unit_halves,
 )
 from lmsim.papers.thesis2022_redundancy.redundancy import (
@@ -80,10 +85,15 @@ __all__ = [
     "aligned_transfer_sets",
     "closest_share",
     "cross_fitted_probe",
+    "joint_unit_bootstrap",
+    "MODEL_FACTS",
     "matched_columns",
     "seen_labels",
+    "share_clusters",
     "TABLE_A3_MBERT",
+    "TABLE_B_EN_FR",
     "thesis_kept_share",
+    "thesis_losses",
     "unit_halves",
     "chosen_minus_reference",
     "kept_minus_drawn",

@@ -470,7 +470,9 @@ THESIS_BERT_PER_LAYER = {
 
 
 # --------------------------------------------------------------------------- sweeps
-def cluster_cuts(X, thresholds: Sequence[float], *, seed: int = 0, device=None) -> dict:
+def cluster_cuts(
+    X, thresholds: Sequence[float], *, seed: int = 0, device=None, n_clusters: Sequence[int] = ()
+) -> dict:
     """Correlation clusters of all neurons cut at every τ, and the kept representatives.
 
     Parameters
@@ -480,15 +482,22 @@ def cluster_cuts(X, thresholds: Sequence[float], *, seed: int = 0, device=None) 
     thresholds : sequence of float
         τ values; the tree is built once (:func:`lmsim.cluster.cluster_neurons`).
     seed : int
-        Seed of :func:`lmsim.cluster.representatives` (the same for every τ).
+        Seed of :func:`lmsim.cluster.representatives` (the same for every cut).
+    n_clusters : sequence of int
+        Cluster counts: the same tree also cut into exactly this many clusters
+        (``fcluster(..., criterion="maxclust")``), e.g. ``round(share · n_neurons)`` to keep
+        a given share of the neurons.
 
     Returns
     -------
-    dict of float to (labels, kept)
+    dict of float (τ) or int (cluster count) to (labels, kept)
         ``labels`` : ndarray (n_neurons,), cluster of every neuron; ``kept`` : ndarray of the
         representative neurons, ascending, one per cluster.
     """
-    labels = cluster_neurons(X, [float(t) for t in thresholds], device=device)
+    counts = [int(k) for k in n_clusters]
+    labels = cluster_neurons(
+        X, [float(t) for t in thresholds], n_clusters=counts or None, device=device
+    )
     return {t: (lab, representatives(lab, seed)) for t, lab in labels.items()}
 
 
