@@ -202,3 +202,91 @@ def test_on_moments_sees_every_pass_with_its_own_blocks():
         cache=False,
     )
     assert seen == [["tiny-bert", "tiny-gpt2"], ["tiny-llama"]]
+
+
+def _word_rows(seed, n_sentences=40, n_layers=4):
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(1, 9, size=n_sentences)
+    n = int(lengths.sum())
+    base = rng.normal(size=(n, 6)) + 5
+    acts = {
+        f"m/layer.{i}": (
+            base @ rng.normal(size=(6, 5 + i)) + rng.normal(size=(n, 5 + i)) * (i + 1) * 0.5 + 3 * i
+        ).astype(np.float32)
+        for i in range(n_layers)
+    }
+    return acts, lengths
+
+
+def _naive_cka(acts, rows):
+    from lmsim.metrics.cka import linear_cka
+
+    names = list(acts)
+    return np.array([[linear_cka(acts[a][rows], acts[b][rows]) for b in names] for a in names])
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_cka_matrix_jackknife_replicates_equal_cka_without_each_block(seed):
+    """Replicate g is linear CKA on the words outside block g of sentences, with and
+    without each sentence's first word; the full matrix on all kept words."""
+    from lmsim.metrics.layersim import cka_matrix_jackknife, sentence_starts
+
+    acts, lengths = _word_rows(seed)
+    n_blocks = 5
+    out = cka_matrix_jackknife(acts, lengths, n_blocks=n_blocks, first_word=("keep", "drop"))
+    n = int(lengths.sum())
+    sentence = np.repeat(np.arange(len(lengths)), lengths)
+    block = np.zeros(len(lengths), dtype=int)
+    for g, part in enumerate(np.array_split(np.arange(len(lengths)), n_blocks)):
+        block[part] = g
+    for variant, (matrix, replicates) in out.items():
+        keep = np.ones(n, dtype=bool)
+        if variant == "drop":
+            keep[sentence_starts(lengths)] = False
+        assert matrix == pytest.approx(_naive_cka(acts, keep), abs=1e-6)
+        assert replicates.shape == (n_blocks, 4, 4)
+        for g in range(n_blocks):
+            rows = keep & (block[sentence] != g)
+            assert replicates[g] == pytest.approx(_naive_cka(acts, rows), abs=1e-6)
+
+
+def test_cka_matrix_jackknife_drop_differs_from_keep_when_first_words_differ():
+    """The first-word option really removes rows: a first word far from the rest changes CKA."""
+    from lmsim.metrics.layersim import cka_matrix_jackknife, sentence_starts
+
+    acts, lengths = _word_rows(0)
+    starts = sentence_starts(lengths)
+    acts = {k: v.copy() for k, v in acts.items()}
+    acts["m/layer.0"][starts, 0] += 100.0
+    out = cka_matrix_jackknife(acts, lengths, n_blocks=4, first_word=("keep", "drop"))
+    assert abs(out["keep"][0][0, 1] - out["drop"][0][0, 1]) > 0.05
+
+
+def test_cka_matrix_jackknife_validates():
+    from lmsim.metrics.layersim import cka_matrix_jackknife, sentence_starts
+
+    acts, lengths = _word_rows(0)
+    with pytest.raises(ValueError, match="rows each"):
+        cka_matrix_jackknife(acts, lengths[:-1])
+    with pytest.raises(ValueError, match="n_blocks"):
+        cka_matrix_jackknife(acts, lengths, n_blocks=1)
+    with pytest.raises(ValueError, match="first_word"):
+        cka_matrix_jackknife(acts, lengths, first_word=("middle",))
+    with pytest.raises(ValueError, match="lengths"):
+        sentence_starts([3, 0, 2])
+    assert sentence_starts([3, 1, 2]).tolist() == [0, 3, 4]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_jackknife_of_the_mean_is_the_classical_t_interval(seed):
+    """Delete-one jackknife se of a mean equals sd / sqrt(n) (Efron & Tibshirani, Eq. 11.5)."""
+    from lmsim import stats
+
+    x = np.random.default_rng(seed).normal(size=30)
+    est = stats.jackknife(np.mean, x, [np.delete(x, i) for i in range(30)], unit="rows")
+    ref = stats.seed_summary(x, unit="rows")
+    assert est.estimate == pytest.approx(x.mean())
+    assert (est.low, est.high) == pytest.approx((ref.low, ref.high), abs=1e-10)
+    assert est.df == 29 and est.n == 30
+    with pytest.raises(ValueError, match="at least 2"):
+        stats.jackknife(np.mean, x, [x], unit="rows")

@@ -60,6 +60,7 @@ from lmsim.stats._power import (
     standard_error,
 )
 from lmsim.stats._reliability import (
+    jackknife,
     seed_summary,
     spearman_brown,
     split_half_reliability,
@@ -73,6 +74,7 @@ __all__ = [
     "Test",
     "exact",
     "bootstrap",
+    "jackknife",
     "paired_bootstrap",
     "permutation_test",
     "chance_floor",
