@@ -254,3 +254,45 @@ def test_depth_of_counts_reads_the_thesis_table():
     assert depth_of_counts({0: 2, 1: 0, 2: 2}) == 0.5
     with pytest.raises(ValueError, match="at least two layers"):
         depth_of_counts({0: 0, 1: 0})
+
+
+# The thesis's Table 5.1 (rows: layers, embeddings first; columns: τ 0.1 ... 0.9).
+_TABLE_51 = {
+    "bert": """600 454 359 344 559 527 471 271 45
+536 355 368 364 0 0 0 0 0
+553 289 362 32 0 0 0 0 0
+568 305 356 0 0 0 0 0 0
+552 332 146 0 0 0 0 0 0
+553 366 0 0 0 0 0 0 0
+552 326 0 0 0 0 0 0 0
+500 332 0 0 0 0 0 0 0
+530 504 0 0 0 0 0 0 0
+528 117 0 0 0 0 0 0 0
+512 0 0 0 0 0 0 0 0
+534 0 0 0 0 0 0 0 0
+534 0 0 0 0 0 0 0 0""",
+    "distilbert": """751 595 441 383 525 528 498 360 84
+743 463 460 400 92 0 0 0 0
+730 407 426 125 0 0 0 0 0
+739 443 445 0 0 0 0 0 0
+718 420 30 0 0 0 0 0 0
+717 436 0 0 0 0 0 0 0
+691 356 0 0 0 0 0 0 0""",
+}
+
+
+@pytest.mark.parametrize("model", sorted(_TABLE_51))
+def test_table_51_is_the_authors_carry_over_prefix(model):
+    from lmsim.papers.thesis2022_redundancy.selection import carry_over_prefix
+
+    rows = [[int(v) for v in line.split()] for line in _TABLE_51[model].splitlines()]
+    table = {round(0.1 * (j + 1), 1): [r[j] for r in rows] for j in range(9)}
+    checks = carry_over_prefix(table, 768)
+    assert len(checks) == 8 and all(c["within"] for c in checks)
+    assert all(c["last_layer"] == c["predicted_last"] for c in checks)
+    # a layer kept beyond the previous total's prefix breaks it
+    broken = dict(table)
+    broken[0.5] = [table[0.5][0], 0, 5] + table[0.5][3:]
+    assert not carry_over_prefix(broken, 768)[3]["within"]
+    with pytest.raises(ValueError, match="positive"):
+        carry_over_prefix(table, 0)

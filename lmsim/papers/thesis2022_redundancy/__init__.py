@@ -56,6 +56,7 @@ from lmsim.papers.thesis2022_redundancy.redundancy import (
 )
 from lmsim.papers.thesis2022_redundancy.selection import (
     POLICIES,
+    carry_over_prefix,
     expected_kept_per_layer,
     is_refinement,
     only_layer_bound,
@@ -117,6 +118,7 @@ __all__ = [
     "only_layer_bound",
     "paired_bootstrap",
     "POLICIES",
+    "carry_over_prefix",
     "policy_table",
     "prob_only_layer",
     "probe_sweep",

@@ -38,6 +38,7 @@ from lmsim.cluster import neuron_blocks, representatives
 
 __all__ = [
     "POLICIES",
+    "carry_over_prefix",
     "select_representatives",
     "expected_kept_per_layer",
     "prob_only_layer",
@@ -304,3 +305,52 @@ def policy_table(
                 )
             )
     return pd.DataFrame(rows)
+
+
+def carry_over_prefix(table: Mapping, width: int) -> list[dict]:
+    """Is a kept-per-layer table what a re-clustering loop with an index carry-over makes?
+
+    In the authors' pipeline (``fdalvi/analyzing-redundancy-in-pretrained-transformer-models``,
+    ``experiments/labeling/run_pipeline_all.py``, ``run_neuron_selection``) each τ clusters
+    the *previous* τ's reduced matrix (``extract_independent_neurons(X_filtered, ...)``) and
+    applies the returned column indices, local to that reduced matrix, to the full matrix
+    (``filter_activations_keep_neurons(independent_neurons, X_layer_filtered)``). The kept
+    neurons at τ then lie among the first ``N`` columns, ``N`` the previous τ's total: with
+    layers of ``width`` columns (embeddings first), layer ``l`` holds at most
+    ``clip(N - width·l, 0, width)`` of them, and the last layer with any is at most
+    ``(N - 1) // width``.
+
+    Parameters
+    ----------
+    table : mapping of float to sequence of int
+        ``{τ: kept neurons per layer}`` (layer 0 the embeddings), e.g. the thesis's Table
+        5.1 column by column; the smallest τ is the first clustering.
+    width : int
+        Neurons per layer (768 for BERT-base).
+
+    Returns
+    -------
+    list of dict
+        One per consecutive pair of τ: ``tau``, ``prefix`` (N), ``last_layer`` (the last
+        layer with a kept neuron), ``predicted_last`` (``(N - 1) // width``) and
+        ``within`` (every layer's count within its share of the prefix).
+    """
+    if int(width) <= 0:
+        raise ValueError(f"`width` must be a positive number of neurons per layer, got {width}")
+    taus = sorted(table)
+    out = []
+    for lo, hi in zip(taus[:-1], taus[1:], strict=True):
+        prefix = int(sum(table[lo]))
+        counts = [int(c) for c in table[hi]]
+        room = [max(0, min(int(width), prefix - int(width) * i)) for i in range(len(counts))]
+        kept_layers = [i for i, c in enumerate(counts) if c > 0]
+        out.append(
+            dict(
+                tau=hi,
+                prefix=prefix,
+                last_layer=max(kept_layers) if kept_layers else -1,
+                predicted_last=(prefix - 1) // int(width),
+                within=all(c <= r for c, r in zip(counts, room, strict=True)),
+            )
+        )
+    return out
