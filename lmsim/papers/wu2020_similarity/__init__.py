@@ -18,6 +18,8 @@ from lmsim.papers.wu2020_similarity.contrasts import (
     Contrast,
     family_contrasts,
     measure_contrast,
+    percentile_scale,
+    split_half_agreement,
 )
 from lmsim.papers.wu2020_similarity.families import (
     family_cells,
@@ -29,6 +31,8 @@ __all__ = [
     "Contrast",
     "family_contrasts",
     "measure_contrast",
+    "percentile_scale",
+    "split_half_agreement",
     "family_cells",
     "family_means",
     "relation_gap",
