@@ -259,3 +259,32 @@ def test_split_half_agreement_is_near_zero_for_the_same_structure_and_negative_f
     r2 = np.corrcoef(ref[1].ravel()[cross], shifted[0].ravel()[cross])[0, 1]
     split = np.corrcoef(ref[0].ravel()[cross], ref[1].ravel()[cross])[0, 1]
     assert out.groups["m"].estimate == pytest.approx((r + r2) / 2 - split, abs=1e-12)
+
+
+# ------------------------------------------------ Figs. 5-7 over fine-tuning seeds (item 7)
+def test_seed_groups_pool_fine_tunes_that_drift_more_at_the_top():
+    from lmsim.papers.wu2020_similarity import (
+        bottom_minus_top,
+        depth_spearman,
+        diagonal_cka,
+        seed_groups,
+    )
+
+    rng = np.random.default_rng(0)
+    n_sent, per = 30, 6
+    base = [rng.normal(size=(n_sent * per, 8)) for _ in range(6)]
+    tuned = {
+        f"seed {s}": [b + (0.2 + k) * rng.normal(size=b.shape) for k, b in enumerate(base)]
+        for s in range(3)
+    }
+    rows = lambda drawn: (drawn[:, None] * per + np.arange(per)).ravel()  # noqa: E731
+    pooled, groups = seed_groups(
+        diagonal_cka, base, tuned, n_sent, bottom_minus_top, rows_of=rows, n_boot=50
+    )
+    assert set(groups) == set(tuned) and all(g.low > 0 for g in groups.values())
+    assert pooled.estimate == pytest.approx(np.mean([g.estimate for g in groups.values()]))
+    assert pooled.low > 0 and "seeds" in pooled.unit
+    same, _ = seed_groups(diagonal_cka, base, {"seed 0": base}, n_sent, bottom_minus_top,
+                          rows_of=rows, n_boot=5)  # fmt: skip
+    assert same.estimate == pytest.approx(0.0, abs=1e-12)
+    assert depth_spearman(np.array([3.0, 2.0, 1.0])) == pytest.approx(-1.0)
