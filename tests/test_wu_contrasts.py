@@ -13,7 +13,9 @@ from lmsim.papers.wu2020_similarity import (
     family_cells,
     family_contrasts,
     measure_contrast,
+    percentile_scale,
     relation_gap,
+    split_half_agreement,
 )
 
 MODELS = {"enc1": 5, "enc2": 6, "dec1": 7, "dec2": 8}
@@ -217,3 +219,72 @@ def test_depth_trend_test_four_layers_is_weak_evidence_and_an_inverted_u_is_not_
     assert out["observed"] == pytest.approx(1.0) and out["p_value"] < 0.001
     with pytest.raises(ValueError, match="3 layers"):
         depth_trend_test(pd.Series([1.0, 2.0], index=["a/layer.0", "a/layer.1"]))
+
+
+# ------------------------------------------- common scale, split-half agreement (item 8)
+def test_percentile_scale_is_invariant_to_a_monotone_rescaling():
+    values = planted(0)
+    scaled = percentile_scale(values, NAMES)
+    again = percentile_scale(1 - np.log(2) + np.log(2) * values**3, NAMES)
+    np.testing.assert_allclose(scaled, again, equal_nan=True)
+    assert np.isnan(np.diag(scaled)).all()
+    off = scaled[~np.eye(len(NAMES), dtype=bool)]
+    assert off.max() == pytest.approx(1.0) and off.min() > 0
+    only = percentile_scale(values, NAMES, models=["enc1", "dec1"])
+    assert np.isnan(only[np.ix_([OWNER.index("enc2")], range(len(NAMES)))]).all()
+
+
+def _halves(seed, shift=0.0):
+    """A shared cross-model structure, plus per-half noise; `shift` changes the second
+    corpus's structure (so its heatmaps agree less than the reference's halves)."""
+    rng = np.random.default_rng(seed)
+    base = planted(seed, noise=0.2)
+    other = base + shift * rng.normal(0, 0.2, base.shape)
+    return [base + rng.normal(0, 0.02, base.shape) for _ in range(2)], [
+        other + rng.normal(0, 0.02, base.shape) for _ in range(2)
+    ]
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_split_half_agreement_is_near_zero_for_the_same_structure_and_negative_for_another(seed):
+    ref, same = _halves(seed)
+    out = split_half_agreement({"m": ref, "n": ref}, {"m": same, "n": same}, NAMES, n_boot=50)
+    assert abs(out.pooled.estimate) < 0.05 and set(out.groups) == {"m", "n"}
+    assert out.claim_kwargs()["pooled"] == "measures"
+    ref, shifted = _halves(seed, shift=1.0)
+    out = split_half_agreement({"m": ref}, {"m": shifted}, NAMES, n_boot=50)
+    assert out.pooled.high < 0
+    cross = [a != b for a in OWNER for b in OWNER]
+    r = np.corrcoef(ref[0].ravel()[cross], shifted[1].ravel()[cross])[0, 1]
+    r2 = np.corrcoef(ref[1].ravel()[cross], shifted[0].ravel()[cross])[0, 1]
+    split = np.corrcoef(ref[0].ravel()[cross], ref[1].ravel()[cross])[0, 1]
+    assert out.groups["m"].estimate == pytest.approx((r + r2) / 2 - split, abs=1e-12)
+
+
+# ------------------------------------------------ Figs. 5-7 over fine-tuning seeds (item 7)
+def test_seed_groups_pool_fine_tunes_that_drift_more_at_the_top():
+    from lmsim.papers.wu2020_similarity import (
+        bottom_minus_top,
+        depth_spearman,
+        diagonal_cka,
+        seed_groups,
+    )
+
+    rng = np.random.default_rng(0)
+    n_sent, per = 30, 6
+    base = [rng.normal(size=(n_sent * per, 8)) for _ in range(6)]
+    tuned = {
+        f"seed {s}": [b + (0.2 + k) * rng.normal(size=b.shape) for k, b in enumerate(base)]
+        for s in range(3)
+    }
+    rows = lambda drawn: (drawn[:, None] * per + np.arange(per)).ravel()  # noqa: E731
+    pooled, groups = seed_groups(
+        diagonal_cka, base, tuned, n_sent, bottom_minus_top, rows_of=rows, n_boot=50
+    )
+    assert set(groups) == set(tuned) and all(g.low > 0 for g in groups.values())
+    assert pooled.estimate == pytest.approx(np.mean([g.estimate for g in groups.values()]))
+    assert pooled.low > 0 and "seeds" in pooled.unit
+    same, _ = seed_groups(diagonal_cka, base, {"seed 0": base}, n_sent, bottom_minus_top,
+                          rows_of=rows, n_boot=5)  # fmt: skip
+    assert same.estimate == pytest.approx(0.0, abs=1e-12)
+    assert depth_spearman(np.array([3.0, 2.0, 1.0])) == pytest.approx(-1.0)

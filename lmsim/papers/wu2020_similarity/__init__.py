@@ -18,17 +18,33 @@ from lmsim.papers.wu2020_similarity.contrasts import (
     Contrast,
     family_contrasts,
     measure_contrast,
+    percentile_scale,
+    split_half_agreement,
 )
 from lmsim.papers.wu2020_similarity.families import (
     family_cells,
     family_means,
     relation_gap,
 )
+from lmsim.papers.wu2020_similarity.finetuning import (
+    bottom_minus_top,
+    depth_spearman,
+    diagonal_cka,
+    diagonal_js,
+    seed_groups,
+)
 
 __all__ = [
     "Contrast",
     "family_contrasts",
     "measure_contrast",
+    "percentile_scale",
+    "split_half_agreement",
+    "bottom_minus_top",
+    "depth_spearman",
+    "diagonal_cka",
+    "diagonal_js",
+    "seed_groups",
     "family_cells",
     "family_means",
     "relation_gap",

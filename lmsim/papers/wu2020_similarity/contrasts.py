@@ -47,7 +47,13 @@ import pandas as pd
 from lmsim.metrics.localization import layer_matrix
 from lmsim.stats import Estimate
 
-__all__ = ["Contrast", "family_contrasts", "measure_contrast"]
+__all__ = [
+    "Contrast",
+    "family_contrasts",
+    "measure_contrast",
+    "percentile_scale",
+    "split_half_agreement",
+]
 
 WITHIN_FAMILY = "within family > across families"
 WITHIN_MODEL = "within model > across families"
@@ -77,6 +83,7 @@ class Contrast:
     pooled: Estimate | None
     groups: dict
     table: pd.DataFrame
+    unit: str | None = None
 
     def claim_kwargs(self) -> dict:
         """``estimate``, ``groups`` and ``pooled`` for :meth:`lmsim.claims.Claims.report`
@@ -85,7 +92,7 @@ class Contrast:
             raise ValueError(f"{self.claim!r} has no group to judge")
         if len(self.groups) < 2:
             return {"estimate": self.pooled}
-        unit = "model pairs" if " | " in next(iter(self.groups)) else "models"
+        unit = self.unit or ("model pairs" if " | " in next(iter(self.groups)) else "models")
         return {"estimate": self.pooled, "groups": dict(self.groups), "pooled": unit}
 
 
@@ -344,3 +351,143 @@ def measure_contrast(
 
             groups[f"{a} | {b}"] = gap
     return _bootstrap([v1, v2], owner, groups, used, name, "model pairs", n_boot, level, seed)
+
+
+def percentile_scale(matrix, names: Sequence[str], models: Sequence[str] | None = None):
+    """Each cell as its percentile among the off-diagonal cells of ``models``' layers.
+
+    Two measures with different ranges (Jensen–Shannon similarity lies in ``[1 − ln 2, 1]``,
+    CKA in ``[0, 1]`` with its own floor) cannot be compared on raw values: "JS is higher
+    across families than CKA" would then hold by the scales alone. On this scale a measure's
+    cross-family cells are high when they rank high *among that measure's own values*, so
+    "higher across families under JS" means JS puts the cross-family pairs of layers closer
+    to its within-model pairs than CKA does.
+
+    Parameters
+    ----------
+    matrix : array of shape (n_layers, n_layers)
+    names : sequence of str
+        ``"{model}/layer.{i}"`` block names, in the order of the rows.
+    models : sequence of str, optional
+        Rank among these models' layers only (other rows and columns are NaN); default all.
+
+    Returns
+    -------
+    ndarray of shape (n_layers, n_layers)
+        Average-rank percentiles in ``(0, 1]`` (ties share their mean rank); NaN on the
+        diagonal and outside ``models``.
+    """
+    values, owner = layer_matrix(matrix, names)
+    keep = np.ones(len(owner), bool) if models is None else np.isin(owner, list(models))
+    mask = keep[:, None] & keep[None, :] & ~np.eye(len(owner), dtype=bool)
+    out = np.full(values.shape, np.nan)
+    out[mask] = pd.Series(values[mask]).rank(method="average").to_numpy() / mask.sum()
+    return out
+
+
+def _cross_r(a: np.ndarray, b: np.ndarray, idx: np.ndarray, owner: np.ndarray) -> float:
+    """Pearson r of two matrices over the cells of ``idx`` x ``idx`` pairing two models."""
+    cells = owner[idx][:, None] != owner[idx][None, :]
+    x, y = a[np.ix_(idx, idx)][cells], b[np.ix_(idx, idx)][cells]
+    return float(np.corrcoef(x, y)[0, 1])
+
+
+def split_half_agreement(
+    reference: Mapping[str, tuple],
+    other: Mapping[str, tuple],
+    names: Sequence[str],
+    models: Sequence[str] | None = None,
+    *,
+    n_boot: int = 1000,
+    level: float = 0.95,
+    seed: int = 0,
+) -> Contrast:
+    """Agreement of two corpora's heatmaps against the reference corpus's split-half
+    agreement, per measure, on the cells that pair two different models.
+
+    "The heatmaps on a second corpus are highly similar" (Wu et al. 2020, App. B) cannot
+    fail when judged by a correlation over all cells: the within-model blocks (near 1 on
+    the diagonal, high around it) make any two heatmaps of the same models correlate. Here
+    only cells of two different models count, and the yardstick is the reference corpus
+    against itself: with ``A₁, A₂`` a measure on two disjoint halves of the reference corpus
+    and ``B₁, B₂`` on two halves of the other (same sizes),
+
+    ``gap = (r(A₁, B₂) + r(A₂, B₁)) / 2 − r(A₁, A₂)``
+
+    (``r`` Pearson's over the cross-model cells): 0 when the other corpus agrees with the
+    reference as well as the reference's two halves agree with each other, negative when
+    changing the corpus changes the heatmap more than changing the sentences.
+
+    Parameters
+    ----------
+    reference, other : mapping of str to (matrix, matrix)
+        Per measure, its layer × layer matrices on the two halves of each corpus.
+    names : sequence of str
+        ``"{model}/layer.{i}"`` block names of the matrices (at least two models).
+    models : sequence of str, optional
+        Judge on these models' layers only; default all.
+    n_boot, level, seed
+        Bootstrap resamples (each model's layers with replacement, rows and columns of the
+        matrices together), coverage, seed of ``numpy.random.default_rng``.
+
+    Returns
+    -------
+    Contrast
+        One group per measure (``first`` the cross-corpus r, ``second`` the split-half r,
+        ``gap``, its interval over layers); ``pooled`` the mean gap over measures on the
+        same resampled layers (``unit`` "measures": the groups are not independent).
+
+    References
+    ----------
+    Wu et al. (2020), App. B, Fig. 9 vs Fig. 8.
+    """
+    if set(reference) != set(other) or not reference:
+        raise ValueError("`reference` and `other` must name the same measures (at least one)")
+    if not 0 < level < 1:
+        raise ValueError(f"`level` must lie in (0, 1), got {level!r}")
+    if int(n_boot) < 2:
+        raise ValueError(f"`n_boot` must be >= 2, got {n_boot!r}")
+    mats = {m: [layer_matrix(x, names)[0] for x in (*reference[m], *other[m])] for m in reference}
+    owner = layer_matrix(mats[next(iter(mats))][0], names)[1]
+    used = list(dict.fromkeys(owner)) if models is None else [m for m in dict.fromkeys(owner)
+                                                              if m in set(models)]  # fmt: skip
+    if len(used) < 2:
+        raise ValueError(f"the split-half agreement needs two models' layers, got {used}")
+    rows = {m: np.flatnonzero(owner == m) for m in used}
+
+    def gaps(idx):
+        out = {}
+        for m, (a1, a2, b1, b2) in mats.items():
+            cross = (_cross_r(a1, b2, idx, owner) + _cross_r(a2, b1, idx, owner)) / 2
+            out[m] = (cross, _cross_r(a1, a2, idx, owner))
+        return out
+
+    point = gaps(np.concatenate(list(rows.values())))
+    rng = np.random.default_rng(seed)
+    draws = np.array([
+        [c - s for c, s in gaps(np.concatenate(list(_draw_layers(rng, rows).values()))).values()]
+        for _ in range(int(n_boot))
+    ])  # fmt: skip
+    alpha = (1 - level) / 2
+    n_layers = sum(len(r) for r in rows.values())
+
+    def estimate(value, d, unit, method):
+        d = d[np.isfinite(d)]
+        low, high = np.quantile(d, [alpha, 1 - alpha])
+        return Estimate(value, float(low), float(high), level, unit, n_layers, method,
+                        sd=float(d.std(ddof=1)), draws=d)  # fmt: skip
+
+    method = f"percentile bootstrap ({int(n_boot)} resamples of each model's layers)"
+    groups, table = {}, []
+    for j, (m, (cross, split)) in enumerate(point.items()):
+        groups[m] = estimate(cross - split, draws[:, j], "layers", method)
+        table.append({"group": m, "first": cross, "second": split, "gap": cross - split,
+                      "lower": groups[m].low, "upper": groups[m].high, "n_layers": n_layers})  # fmt: skip
+    pooled = estimate(
+        float(np.mean([g.estimate for g in groups.values()])), draws.mean(axis=1),
+        "layers", method + ", mean over measures",
+    )  # fmt: skip
+    return Contrast(
+        "second corpus agrees as well as split halves", pooled, groups,
+        pd.DataFrame(table).set_index("group"), unit="measures",
+    )  # fmt: skip

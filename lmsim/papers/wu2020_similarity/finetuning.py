@@ -1,0 +1,117 @@
+"""Figs. 5-7 of Wu et al. (2020) judged on fine-tunes of a pretrained model, one per seed.
+
+How far fine-tuning moves layer ``l`` is ``ckasim(base l, fine-tuned l)`` (Fig. 5) or
+Jensen–Shannon ``attnsim(base l → fine-tuned l)`` (Fig. 6); "top layers change more" is
+the mean of the bottom third minus that of the top third. With several fine-tuning seeds
+the claim is about the recipe, not one run: each seed is a group (its interval resamples
+the sentences), and the pooled value is the mean over seeds, its interval the sentences'
+bootstrap of the seed mean widened by the spread over seeds
+(:func:`lmsim.stats.with_seed_spread`).
+
+References
+----------
+Wu et al. (2020), Sec. 6, Figs. 5-7.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from lmsim import stats
+from lmsim.metrics import attnsim, linear_cka
+from lmsim.stats import Estimate
+
+__all__ = ["bottom_minus_top", "depth_spearman", "seed_groups", "diagonal_cka", "diagonal_js"]
+
+
+def bottom_minus_top(diagonal: np.ndarray) -> float:
+    """Mean of the first third of a per-layer profile minus the mean of its last third."""
+    third = max(1, len(diagonal) // 3)
+    return float(np.mean(diagonal[:third]) - np.mean(diagonal[-third:]))
+
+
+def depth_spearman(diagonal: np.ndarray) -> float:
+    """Spearman correlation of a per-layer profile with the layer index."""
+    ranks = pd.Series(np.asarray(diagonal, dtype=np.float64)).rank().to_numpy()
+    return float(np.corrcoef(ranks, np.arange(len(ranks)))[0, 1])
+
+
+def diagonal_cka(base: Sequence[np.ndarray], tuned: Sequence[np.ndarray], rows=None) -> np.ndarray:
+    """``ckasim(base[l], tuned[l])`` for every layer ``l`` on ``rows`` (all by default)."""
+    take = (lambda a: a) if rows is None else (lambda a: a[rows])
+    return np.array([linear_cka(take(a), take(b)) for a, b in zip(base, tuned)])
+
+
+def diagonal_js(base: Sequence[list], tuned: Sequence[list], picked=None) -> np.ndarray:
+    """JS ``attnsim(base[l] → tuned[l])`` for every attention layer on the sentences
+    ``picked`` (all by default); each layer a list of per-sentence attention arrays."""
+    idx = range(len(base[0])) if picked is None else picked
+    return np.array(
+        [attnsim([a[i] for i in idx], [b[i] for i in idx], kind="jensen_shannon")
+         for a, b in zip(base, tuned)]
+    )  # fmt: skip
+
+
+def seed_groups(
+    profile: Callable,
+    base,
+    tuned: Mapping[str, object],
+    n_sentences: int,
+    statistic: Callable[[np.ndarray], float],
+    *,
+    rows_of: Callable | None = None,
+    n_boot: int = 200,
+    level: float = 0.95,
+    seed: int = 0,
+) -> tuple[Estimate, dict[str, Estimate]]:
+    """A per-layer change statistic per fine-tuning seed and pooled over seeds.
+
+    Parameters
+    ----------
+    profile : callable
+        ``profile(base, tuned_one, picked) -> ndarray`` per layer (:func:`diagonal_cka`,
+        :func:`diagonal_js`), on the resampled rows or sentences ``picked``.
+    base, tuned
+        The base model's layers; per seed (``"seed 0"``), the fine-tuned model's layers.
+    n_sentences : int
+        Sentences, the resampling unit (the same draw for every seed: they share them).
+    statistic : callable
+        Per-layer profile -> float (:func:`bottom_minus_top`, :func:`depth_spearman`).
+    rows_of : callable, optional
+        Drawn sentence indices -> what ``profile`` takes as ``picked`` (the word rows of
+        those sentences for word vectors); the indices themselves by default.
+    n_boot, level, seed
+        Bootstrap resamples, coverage, seed of ``numpy.random.default_rng``.
+
+    Returns
+    -------
+    (pooled, groups)
+        ``groups``: per seed, the statistic with its sentence-bootstrap interval;
+        ``pooled``: their mean, the interval over sentences widened by the seeds' spread
+        (a percentile interval over sentences with one seed).
+    """
+    rows_of = rows_of or (lambda drawn: drawn)
+    names = list(tuned)
+    point = np.array([statistic(profile(base, tuned[s], None)) for s in names])
+    rng = np.random.default_rng(seed)
+    draws = np.empty((int(n_boot), len(names)))
+    for k in range(int(n_boot)):
+        picked = rows_of(rng.integers(0, n_sentences, n_sentences))
+        draws[k] = [statistic(profile(base, tuned[s], picked)) for s in names]
+    alpha = (1 - level) / 2
+    method = f"percentile bootstrap ({int(n_boot)} resamples of the sentences)"
+
+    def percentile(value, d, unit):
+        d = d[np.isfinite(d)]
+        low, high = np.quantile(d, [alpha, 1 - alpha])
+        return Estimate(float(value), float(low), float(high), level, unit, n_sentences,
+                        method, sd=float(d.std(ddof=1)), draws=d)  # fmt: skip
+
+    groups = {s: percentile(point[j], draws[:, j], "sentences") for j, s in enumerate(names)}
+    over = percentile(point.mean(), draws.mean(axis=1), "sentences")
+    if len(names) < 2:
+        return over, groups
+    return stats.with_seed_spread(over, point, seeds_unit="fine-tuning seeds"), groups
