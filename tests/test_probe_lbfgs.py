@@ -69,6 +69,12 @@ def test_lbfgs_needs_no_seed_and_reports_non_convergence():
     short = train_probe(X, y, solver="lbfgs", l1=1e-3, l2=1e-3, gtol=1e-9, max_iter=3)
     assert short.converged is False and short.n_epochs <= 3
     assert "pseudo-gradient" in a.stopping_rule and "0.0001" in a.stopping_rule
+    assert short.stopped_by == short.stop_reason == "max_iter"
+    from dataclasses import replace
+
+    adam = replace(short, stop_reason=None)  # Adam records no reason: its rule or the epochs
+    assert replace(adam, converged=True).stopped_by == "rule"
+    assert adam.stopped_by == "max epochs"
     with pytest.raises(ValueError, match="solver"):
         train_probe(X, y, solver="sgd")
 

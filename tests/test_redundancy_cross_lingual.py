@@ -7,7 +7,6 @@ import pytest
 from lmsim.cluster import kept_per_block
 from lmsim.papers.thesis2022_redundancy.cross_lingual import (
     TABLE_A3_MBERT,
-    closest_share,
     cross_fitted_probe,
     joint_unit_bootstrap,
     matched_columns,
@@ -31,15 +30,6 @@ def test_thesis_kept_share_is_table_a3_at_tau_03():
     assert 0.18 < thesis_kept_share() < 0.19
     with pytest.raises(ValueError, match="tau"):
         thesis_kept_share(0.5)
-
-
-def test_closest_share_picks_the_nearest_kept_share_and_the_smaller_tau_on_a_tie():
-    sizes = {0.3: 78, 0.6: 30, 0.9: 13}
-    assert closest_share(sizes, 100, 0.183) == 0.9
-    assert closest_share(sizes, 100, 0.25) == 0.6
-    assert closest_share({0.2: 30, 0.4: 10}, 100, 0.2) == 0.2  # |0.3-0.2| == |0.1-0.2|
-    with pytest.raises(ValueError, match="target"):
-        closest_share(sizes, 100, 0.0)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

@@ -86,6 +86,12 @@ class ProbeResult:
         return self.iterations if self.iterations is not None else len(self.losses)
 
     @property
+    def stopped_by(self) -> str:
+        """Which rule stopped the probe: L-BFGS's ``stop_reason``, or for Adam ``"rule"``
+        (its convergence rule) or ``"max epochs"``."""
+        return self.stop_reason or ("rule" if self.converged else "max epochs")
+
+    @property
     def stopping_rule(self) -> str:
         """The solver's stopping rule, in words."""
         st = self.settings

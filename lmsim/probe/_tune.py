@@ -63,7 +63,7 @@ def tune_penalty(
                 train=r.accuracy["train"],
                 dev=r.accuracy["dev"],
                 converged=r.converged,
-                stop=r.stop_reason or ("rule" if r.converged else "max epochs"),
+                stop=r.stopped_by,
                 gradient=r.gradient,
                 iterations=r.n_epochs,
                 nonzero=float(np.mean(r.weights != 0)),

@@ -25,7 +25,6 @@ from lmsim.papers.thesis2022_redundancy.cross_lingual import (
     MODEL_FACTS,
     TABLE_A3_MBERT,
     TABLE_B_EN_FR,
-    closest_share,
     cross_fitted_probe,
     joint_unit_bootstrap,
     matched_columns,
@@ -84,7 +83,6 @@ from lmsim.papers.thesis2022_redundancy.sweep import (
 
 __all__ = [
     "aligned_transfer_sets",
-    "closest_share",
     "cross_fitted_probe",
     "joint_unit_bootstrap",
     "MODEL_FACTS",

@@ -5,8 +5,8 @@ The thesis compares its clustering's cost at τ = 0.3 (its Tables B.1-B.2), wher
 18 % of its neurons (Table A.3); the same τ keeps 78 % of Gemma-3-270M's (issue 44, D6), so a
 comparison at equal τ is a comparison at very different downsizing. This module gives the
 number of clusters that keeps exactly the thesis's share (:func:`share_clusters`: the same
-average-linkage tree cut into ``round(0.1831 · n)`` clusters; :func:`closest_share`, the τ of
-a grid whose share is closest, missed it by a quarter, issue 44 M3), with random subsets
+average-linkage tree cut into ``round(0.1831 · n)`` clusters; the τ of a grid whose share
+was closest missed it by a quarter, issue 44 M3), with random subsets
 of the same size beside it (:func:`matched_columns`), so the loss is separated from the size.
 :func:`joint_unit_bootstrap` resamples the articles of the English and French sets together
 (they are parallel article by article), and :func:`thesis_losses` gives the thesis's own
@@ -40,7 +40,6 @@ __all__ = [
     "thesis_kept_share",
     "thesis_losses",
     "share_clusters",
-    "closest_share",
     "joint_unit_bootstrap",
     "matched_columns",
     "unit_halves",
@@ -124,30 +123,6 @@ def thesis_kept_share(tau: float = 0.3) -> float:
     if tau not in TABLE_A3_MBERT:
         raise ValueError(f"`tau` must be one of {sorted(k for k in TABLE_A3_MBERT if k != 'none')}")
     return sum(TABLE_A3_MBERT[tau]) / sum(TABLE_A3_MBERT["none"])
-
-
-def closest_share(sizes: Mapping[float, int], n_neurons: int, target: float) -> float:
-    """The τ whose kept share ``sizes[τ] / n_neurons`` is closest to ``target``.
-
-    Parameters
-    ----------
-    sizes : mapping of float to int
-        Kept neurons at every τ of a grid (e.g. of :func:`cluster_cuts`).
-    n_neurons : int
-        All neurons.
-    target : float
-        The share to match, in (0, 1] (:func:`thesis_kept_share`).
-
-    Returns
-    -------
-    float
-        That τ; a tie goes to the smaller τ (the larger kept set).
-    """
-    if not sizes:
-        raise ValueError("`sizes` must name at least one τ")
-    if not 0 < target <= 1:
-        raise ValueError(f"`target` must be a share in (0, 1], got {target!r}")
-    return min(sorted(sizes), key=lambda t: abs(sizes[t] / int(n_neurons) - target))
 
 
 def matched_columns(kept, dims: Mapping[str, int], *, seed: int = 0) -> dict[str, np.ndarray]:
@@ -315,15 +290,10 @@ def cross_fitted_probe(
         rows.append(
             dict(half=half, n_train=int(train.sum()), n_test=int(test.sum()),
                  train=r.accuracy["train"], test=float(correct[test].mean()),
-                 converged=r.converged, stop=_stop(r),
+                 converged=r.converged, stop=r.stopped_by,
                  gradient=r.gradient, epochs_run=r.n_epochs)
         )  # fmt: skip
     return correct, pd.DataFrame(rows)
-
-
-def _stop(r) -> str:
-    """Which rule stopped a probe: L-BFGS's reason, or Adam's rule / epoch limit."""
-    return r.stop_reason or ("rule" if r.converged else "max epochs")
 
 
 def seen_labels(y, y_train) -> np.ndarray:

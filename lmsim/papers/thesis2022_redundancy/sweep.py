@@ -23,7 +23,6 @@ import numpy as np
 import pandas as pd
 
 from lmsim.cluster import reconstruction_r2, representatives
-from lmsim.papers.thesis2022_redundancy.cross_lingual import _stop
 from lmsim.papers.thesis2022_redundancy.redundancy import (
     cluster_cuts,
     layer_subsets,
@@ -394,7 +393,7 @@ def transfer_probes(
                     dev=r.accuracy["dev"], test=float(correct[key, test].mean()),
                     majority=float(np.mean(y[test] == majority)),
                     control=np.nan if control is None else control[test],
-                    epochs_run=r.n_epochs, converged=r.converged, stop=_stop(r),
+                    epochs_run=r.n_epochs, converged=r.converged, stop=r.stopped_by,
                     gradient=np.nan if r.gradient is None else r.gradient,
                 )
             )  # fmt: skip
