@@ -65,7 +65,9 @@ from lmsim.papers.thesis2022_redundancy.selection import (
     select_representatives,
 )
 from lmsim.papers.thesis2022_redundancy.subset_controls import (
+    best_on_dev,
     chosen_minus_reference,
+    dev_choice_bootstrap,
     equal_accuracy,
     kept_minus_drawn,
     key_at_share,
@@ -94,7 +96,9 @@ __all__ = [
     "thesis_kept_share",
     "thesis_losses",
     "unit_halves",
+    "best_on_dev",
     "chosen_minus_reference",
+    "dev_choice_bootstrap",
     "kept_minus_drawn",
     "seed_pooled_difference",
     "uniform_subset",
