@@ -338,7 +338,7 @@ def subset_controls(
                 **r.accuracy,
                 epochs_run=r.n_epochs,
                 converged=r.converged,
-                stop=r.stop_reason,
+                stop=r.stopped_by,
                 gradient=r.gradient,
             )
             for split in ("dev", "test"):
