@@ -55,7 +55,10 @@ from lmsim.papers.thesis2022_redundancy.redundancy import (
 )
 from lmsim.papers.thesis2022_redundancy.selection import (
     POLICIES,
+    THESIS_TABLE_51,
     carry_over_prefix,
+    carry_over_selection,
+    carry_over_table,
     expected_kept_per_layer,
     is_refinement,
     only_layer_bound,
@@ -121,6 +124,9 @@ __all__ = [
     "paired_bootstrap",
     "POLICIES",
     "carry_over_prefix",
+    "carry_over_selection",
+    "carry_over_table",
+    "THESIS_TABLE_51",
     "policy_table",
     "prob_only_layer",
     "probe_sweep",

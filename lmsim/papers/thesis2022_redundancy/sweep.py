@@ -28,6 +28,7 @@ from lmsim.papers.thesis2022_redundancy.redundancy import (
     layer_subsets,
     scipy_agreement,
 )
+from lmsim.papers.thesis2022_redundancy.selection import carry_over_selection
 from lmsim.papers.thesis2022_redundancy.subset_controls import (
     same_size_subset,
     subset_controls,
@@ -79,6 +80,7 @@ def model_redundancy(
     reconstruct: bool = False,
     n_targets: int | None = 2000,
     n_clusters: Sequence[int] = (),
+    carry_over: bool = False,
     **probe_kwargs,
 ) -> dict:
     """Everything the probing page reports about one model, its activations dropped after.
@@ -130,6 +132,10 @@ def model_redundancy(
         The same tree also cut into exactly this many clusters (e.g. 100: "fewer than 100
         neurons" asked of a model whose smallest τ set is larger); one representative per
         cluster at every seed, probed like the τ sets (``sizes`` in the output).
+    carry_over : bool
+        Also simulate the authors' τ loop with its index carry-over
+        (:func:`lmsim.papers.thesis2022_redundancy.selection.carry_over_selection`, first
+        seed; no probes): ``carry_over`` in the output.
     **probe_kwargs
         :func:`lmsim.probe.train_probe` options (``epochs``, ``lr``, ``tol``, ...).
 
@@ -149,7 +155,8 @@ def model_redundancy(
         the probe on all neurons' per-word correctness on test); ``reconstruction`` (with
         ``reconstruct``, else empty); ``sizes`` (with ``n_clusters``: the
         :func:`subset_controls` rows of the exact-count cuts, keys the counts, ``task``
-        column; else empty) and ``size_kept`` ({seed: {count: kept columns}}); ``seconds``.
+        column; else empty) and ``size_kept`` ({seed: {count: kept columns}}); ``carry_over``
+        ({τ: kept columns} of the simulated loop, empty without ``carry_over``); ``seconds``.
     """
     seeds = [int(s) for s in seeds]
     seconds: dict[str, float] = {}
@@ -236,6 +243,12 @@ def model_redundancy(
     scipy = scipy_agreement(X["train"], thresholds, max_rows=scipy_rows)
     seconds["scipy check"] = time.perf_counter() - start
     start = time.perf_counter()
+    carried = {}
+    if carry_over:
+        low = min(cuts)
+        carried = carry_over_selection(X["train"], sorted(cuts), seed=seeds[0], first=cuts[low])
+        seconds["carry-over loop (authors' pipeline)"] = time.perf_counter() - start
+    start = time.perf_counter()
     recon = (
         reconstruction_table(X["train"], X["test"], kept[seeds[0]], dims, seed=seeds[0],
                              n_targets=n_targets)
@@ -261,6 +274,7 @@ def model_redundancy(
         reconstruction=recon.assign(model=model) if len(recon) else recon,
         sizes=pd.concat(sizes, ignore_index=True).assign(model=model) if sizes else pd.DataFrame(),
         size_kept=size_kept,
+        carry_over=carried,
         seconds=seconds,
     )
 
