@@ -360,3 +360,7 @@ def test_carry_over_selection_is_the_authors_loop(seed):
     assert all(np.array_equal(again[t], got[t]) for t in taus)
     with pytest.raises(ValueError, match="at least one"):
         carry_over_selection(X, [])
+    # one neuron left: it stays the only kept column at every higher τ
+    one = carry_over_selection(X, [0.2, 0.99, 0.999, 0.9999], seed=seed)
+    if one[0.99].size == 1:
+        assert list(one[0.999]) == list(one[0.9999]) == [0]

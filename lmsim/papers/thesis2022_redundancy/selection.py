@@ -459,6 +459,8 @@ def carry_over_selection(
             labels = _labels(labels)
             if labels.size != X.shape[1]:
                 raise ValueError(f"`first` labels {labels.size} neurons, `X` has {X.shape[1]}")
+        elif columns.size < 2:  # one neuron left: one cluster (nothing to correlate)
+            labels = np.zeros(columns.size, dtype=np.int64)
         else:
             labels = cluster_neurons(X[:, columns], tau, device=device)
         # the carry-over: local indices of the reduced matrix, used as full-matrix columns
