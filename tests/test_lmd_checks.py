@@ -254,6 +254,11 @@ def test_corrected_point_estimate_lies_inside_its_train_and_test_interval():
     table = lmd.overfit_table(boot, w)
     assert table.loc["group ρ", "corrected_lower"] <= table.loc["group ρ", "corrected_r2"]
     assert table.loc["group ρ", "corrected_r2"] <= table.loc["group ρ", "corrected_upper"]
+    nan_boot = copy.copy(boot)  # an underdetermined replicate (NaN) is left out, not NaN
+    nan_boot.group_r2_samples = boot.group_r2_samples.copy()
+    nan_boot.group_r2_samples.iloc[3] = np.nan
+    nan_table = lmd.overfit_table(nan_boot, w)
+    assert np.isfinite(nan_table[["corrected_lower", "corrected_upper"]].to_numpy()).all()
     views = lmd.replicate_views(boot, w)
     models, total = list(w), sum(widths)
     sizes = [m.n for m in shards_of(data, 15)]

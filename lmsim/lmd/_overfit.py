@@ -214,7 +214,8 @@ def overfit_table(result, widths: Mapping[str, int]) -> pd.DataFrame:
         ``n_train_per_dim``, ``stein_factor``, ``corrected_r2``; with a
         :class:`BootstrapResult` also ``corrected_lower`` and ``corrected_upper``, the
         bootstrap percentiles of the corrected value (each replicate corrected at its own
-        effective ``n_train``, :func:`resampled_n_train`; covers the
+        effective ``n_train``, :func:`resampled_n_train`, underdetermined replicates left
+        out; covers the
         resampled noise, not a failure of the Gaussian model).
         The group ρ row averages the models' columns (its ``n_basis`` is the mean).
     """
@@ -244,10 +245,14 @@ def overfit_table(result, widths: Mapping[str, int]) -> pd.DataFrame:
         n_reps = _replicate_n_train(boot, basis.to_numpy())
         corrected = debias_r2(samples, n_reps, basis.to_numpy()[None, :])
         alpha = (1 - boot.level) / 2
-        lo, hi = np.quantile(corrected, [alpha, 1 - alpha], axis=0)
-        table["corrected_lower"], table["corrected_upper"] = lo, hi
-        rho = corrected.mean(axis=1)
-        rho_lo, rho_hi = np.quantile(rho, [alpha, 1 - alpha])
+        # A replicate whose drawn shards hold no more rows than a basis is wide has no
+        # corrected value (NaN): it is left out, as bootstrap_estimate leaves it out.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # a column of NaN only
+            lo, hi = np.nanquantile(corrected, [alpha, 1 - alpha], axis=0)
+            table["corrected_lower"], table["corrected_upper"] = lo, hi
+            rho = corrected.mean(axis=1)
+            rho_lo, rho_hi = np.nanquantile(rho, [alpha, 1 - alpha])
     group = table.mean(axis=0)
     if boot is not None:
         group["corrected_lower"], group["corrected_upper"] = rho_lo, rho_hi
