@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -18,6 +20,7 @@ from lmsim.papers.jin2023_regmean import (
     holdout_split,
     mean_logits,
     noniid_split,
+    ood_task,
     pairwise_alpha_sweep,
     pool,
     published_stats,
@@ -381,6 +384,22 @@ def test_keyword_setup_validation_rows_follow_the_trained_rows(monkeypatch):
         domain_setup("s", spec, n_train=30, n_validation=0)
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_ood_task_validation_and_scored_parts_are_disjoint(seed):
+    base = _task(seed=seed, n_train=30, n_test=40)
+    texts = [f"text {i}" for i in range(40)]  # unique texts: disjoint by value means by row
+    test_only = dataclasses.replace(base, train=([], []), test=(texts, base.test[1]))
+    half = ood_task(test_only, n_test=None, seed=seed)  # no train split: a half of the test
+    assert sorted(half.validation[0] + half.test[0]) == sorted(texts)
+    assert not set(half.validation[0]) & set(half.test[0])
+    trained = ood_task(dataclasses.replace(base, test=(texts, base.test[1])), n_test=25)
+    assert trained.validation == cap(base.train, 25)  # the unused training split validates
+    assert trained.test == cap((texts, base.test[1]), 25)  # the whole (capped) test part
+    assert not set(trained.validation[0]) & set(trained.test[0])
+    own = _with_validation(base, n=10)
+    assert ood_task(own, n_test=5).validation == cap(own.validation, 5)
+
+
 def test_named_setup_validation_and_whole_ood_sets(monkeypatch):
     import lmsim.papers.jin2023_regmean._setups as ms
 
@@ -393,9 +412,9 @@ def test_named_setup_validation_and_whole_ood_sets(monkeypatch):
     setup = domain_setup("s", spec, n_train=50, n_test=12, n_validation=8)
     assert setup.domains["a"].validation == cap(own.validation, 8)  # its own split
     assert setup.domains["b"].validation == (plain.train[0][50:58], plain.train[1][50:58])
-    h = setup.ood["h"]  # halves of the test split, each capped at n_test
-    assert setup.ood_whole["h"].test == pool(h.validation, h.test)
-    assert len(setup.ood_whole["h"].test[1]) == 24
+    h = setup.ood["h"]  # no validation split: its (never trained on) training split validates
+    assert h.validation == cap(heldout.train, 12) and h.test == cap(heldout.test, 12)
+    assert setup.ood_whole["h"] is h  # scored on the test part only
     assert setup.ood_whole["o"] is setup.ood["o"]  # a set with a validation split: its test part
     plain_only = {"domains": {"a": "plain", "b": "plain"}}
     with pytest.raises(ValueError, match="no validation examples"):

@@ -114,6 +114,43 @@ def test_paired_difference_is_a_paired_bootstrap_of_the_seed_means(seed):
 
 
 @pytest.mark.parametrize("seed", SEEDS)
+def test_paired_difference_resamples_a_repeated_tasks_examples_together(seed):
+    """A domain in two pairs (the same task object twice, Fig. 3): each draw of one of its
+    examples takes both copies, as a naive bootstrap over (task, example) groups does; the
+    distinct task's examples stay their own units."""
+    rng = np.random.default_rng(seed)
+    shared, other = (_task("single_label", n=20, seed=seed + i, name=f"t{i}") for i in range(2))
+    tasks = [shared, other, shared]
+    a = [Fixed([_predictions(t, rng) for t in tasks]) for _ in range(2)]
+    b = [Fixed([_predictions(t, rng) for t in tasks]) for _ in range(2)]
+    got = paired_difference(None, a, b, tasks, n_boot=300, seed=seed)
+    gold = np.concatenate([np.asarray(t.test[1]) for t in tasks])
+    slot = np.repeat(np.arange(3), 20)
+
+    def rows(run):
+        return np.column_stack([np.concatenate(run.by_task) == gold, slot])
+
+    def stat(r):  # mean over the three slots of each slot's accuracy
+        return np.mean([r[r[:, 1] == i, 0].mean() for i in range(3)])
+
+    example = np.tile(np.arange(20), 3)
+    groups = np.where(slot == 1, 1000 + example, example)  # slots 0 and 2: one example
+    naive = paired_bootstrap(np.stack([rows(r) for r in a]), np.stack([rows(r) for r in b]),
+                             stat, groups=groups, seeds="mean", n_boot=300, seed=seed)  # fmt: skip
+    assert got.estimate == pytest.approx(naive.estimate, abs=1e-12)
+    assert (got.low, got.high) == pytest.approx((naive.low, naive.high), abs=1e-12)
+    assert got.n == 40  # distinct examples, not 60 rows
+    assert "repeats grouped" in got.unit
+    distinct = paired_difference(None, a, b, [shared, other, _copy(shared)], n_boot=300, seed=seed)
+    assert distinct.n == 60 and "grouped" not in distinct.unit
+
+
+def _copy(task):
+    return Task(name=task.name, kind=task.kind, label_names=task.label_names,
+                metric=task.metric, train=task.train, test=task.test)  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", SEEDS)
 def test_paired_difference_over_seeds_widens_by_the_per_seed_differences(seed):
     """With n_seeds, runs are grouped seed by seed (A: two runs per seed, a floor; B: one
     merge per seed, or one shared baseline); the per-seed differences are computed naively

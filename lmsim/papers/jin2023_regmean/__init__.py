@@ -106,6 +106,7 @@ from lmsim.papers.jin2023_regmean._setups import (
     domain_setup,
     holdout_split,
     noniid_split,
+    ood_task,
     pool,
 )
 from lmsim.papers.jin2023_regmean._stats import published_stats
@@ -132,6 +133,7 @@ __all__ = [
     "greedy_order",
     "greedy_runs",
     "holdout_split",
+    "ood_task",
     "identity_checks",
     "initial_model",
     "inverse_float32_regmean",

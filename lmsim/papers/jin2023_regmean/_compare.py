@@ -166,6 +166,34 @@ class _Table:
         return float(np.mean(values))
 
 
+def example_groups(tasks: Sequence[Task], part: str = "test") -> np.ndarray | None:
+    """(n_rows,) a resampling group per row of a comparison: one per distinct test example.
+
+    A comparison may list one task several times (a domain in each of its pairs, Figs. 3-5,
+    Table 8); its examples are then scored twice, and resampling the two copies independently
+    understates the standard error by up to √2. Rows of the same task object and example
+    index share a label. None when every task appears once (each row its own unit).
+
+    Returns
+    -------
+    ndarray of int64, shape (n_rows,), or None
+        Rows in :class:`_Table`'s order (tasks in order, examples in order): the label is the
+        first position of the row's task in ``tasks`` times the largest task size, plus the
+        example index.
+    """
+    tasks = list(tasks)
+    first = {}
+    for i, t in enumerate(tasks):
+        first.setdefault(id(t), i)
+    if len(first) == len(tasks):
+        return None
+    sizes = [len(t.subset(part)[1]) for t in tasks]
+    width = max(sizes, default=0) + 1
+    return np.concatenate(
+        [first[id(t)] * width + np.arange(n, dtype=np.int64) for t, n in zip(tasks, sizes)]
+    ).astype(np.int64)
+
+
 def _predictions(scorer, runs, tasks, part, type_map) -> list[list]:
     return [
         [run_predictions(scorer, r, t, part, type_map, i) for i, t in enumerate(tasks)]
@@ -229,7 +257,9 @@ def paired_difference(
         seed (a merge per seed), or the individual models a floor averages. A side's score
         is the mean over its runs.
     tasks : sequence of Task
-        Scored on ``part``; the score is the mean over the tasks of each task's metric.
+        Scored on ``part``; the score is the mean over the tasks of each task's metric. A
+        task listed several times (the same object) has its examples resampled together:
+        one draw of an example takes its every copy (:func:`example_groups`).
     part : str
     type_map : dict, optional
         As in :func:`run_predictions`.
@@ -256,11 +286,13 @@ def paired_difference(
     table = _Table(tasks, part, _predictions(scorer, [*a, *b], tasks, part, type_map))
     rows_a = np.stack([table.rows(s) for s in range(len(a))])
     rows_b = np.stack([table.rows(len(a) + s) for s in range(len(b))])
+    groups = example_groups(tasks, part)
     over_examples = paired_bootstrap(
         rows_a,
         rows_b,
         table.statistic,
-        unit="test examples",
+        unit="test examples" if groups is None else "test examples (repeats grouped)",
+        groups=groups,
         seeds="mean",
         n_boot=n_boot,
         level=level,
@@ -271,7 +303,8 @@ def paired_difference(
     scores_a = [table.statistic(r) for r in rows_a]
     scores_b = [table.statistic(r) for r in rows_b]
     per_seed = _by_seed(scores_a, n_seeds, "A") - _by_seed(scores_b, n_seeds, "B")
-    over_examples = replace(over_examples, unit="test examples")
+    unit = "test examples" if groups is None else "test examples (repeats grouped)"
+    over_examples = replace(over_examples, unit=unit)
     return with_seed_spread(over_examples, per_seed, seeds_unit=SEEDS_UNIT)
 
 

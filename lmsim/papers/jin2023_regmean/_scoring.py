@@ -182,8 +182,9 @@ def domain_tables(
         rule), the same model in both tables. ``"test"``: the best on the very sets the
         table reports (per out-of-domain set in Table 3), an oracle kept for comparison.
     ood_part : {"test", "whole"}, default="test"
-        Table 3 on each OOD set's test part, or on the whole set (``setup.ood_whole``; use
-        with ``best_on="validation"``, where nothing is chosen on the OOD sets).
+        Table 3 on each OOD set's test part, or on ``setup.ood_whole`` (the part scored
+        everywhere else: the same test part, never a validation example, since
+        :func:`~lmsim.papers.jin2023_regmean.ood_task` draws the validation part apart).
 
     Returns
     -------
