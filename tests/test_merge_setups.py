@@ -130,6 +130,19 @@ def test_keyword_setup_matches_the_rows_of_each_domain_in_order():
     assert pets.validation == ([task.train[0][i] for i in rows], [task.train[1][i] for i in rows])
     pooled = setup.pooled()
     assert pooled.train == pool(*(t.train for t in setup.domains.values()))
+    ms.load_task = lambda name, seed=0: task
+    try:
+        scored = domain_setup("s", {**spec, "metric": "balanced_accuracy"}, n_train=30, n_test=10)
+    finally:
+        ms.load_task = original
+    for part in ("domains", "ood", "ood_whole"):
+        for d, t in getattr(scored, part).items():
+            assert t.metric == "balanced_accuracy"
+            assert (t.train, t.test, t.validation) == (
+                getattr(setup, part)[d].train, getattr(setup, part)[d].test,
+                getattr(setup, part)[d].validation,
+            )  # fmt: skip
+    assert scored.pooled().metric == "balanced_accuracy"
 
 
 def test_domain_setup_errors_name_the_problem():

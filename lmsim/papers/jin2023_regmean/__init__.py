@@ -41,10 +41,13 @@ Language Models. ICLR. Sec. 4.1-4.3, App. B (data sets and partitions).
 """
 
 from lmsim.papers.jin2023_regmean._claims import (
+    NOT_DOMAIN_CLAIMS,
     NOT_RUN,
     PAPER_CLAIMS,
+    PREREQUISITES,
     PaperClaim,
     identity_checks,
+    learning_failures,
     report_claims,
     seed_notes,
 )
@@ -52,6 +55,9 @@ from lmsim.papers.jin2023_regmean._compare import (
     Fixed,
     constant_run,
     ensemble_run,
+    learning_checks,
+    majority_floors,
+    majority_run,
     paired_difference,
     run_predictions,
     side_scores,
@@ -108,6 +114,7 @@ from lmsim.papers.jin2023_regmean._setups import (
     noniid_split,
     ood_task,
     pool,
+    with_metric,
 )
 from lmsim.papers.jin2023_regmean._stats import published_stats
 from lmsim.papers.jin2023_regmean._sweeps import alpha_one_check, pairwise_alpha_sweep
@@ -169,4 +176,11 @@ __all__ = [
     "validation_score",
     "validation_scores",
     "weight_distances",
+    "PREREQUISITES",
+    "NOT_DOMAIN_CLAIMS",
+    "with_metric",
+    "majority_run",
+    "majority_floors",
+    "learning_failures",
+    "learning_checks",
 ]
