@@ -318,6 +318,17 @@ def test_finetune_runs_lab_merges_and_choice_on_validation(tmp_path, monkeypatch
     _, chosen = lab.choose_on_validation(pair, "task_arithmetic", {"scaling": [0.1, 0.5, 1]},
                                          validate)  # fmt: skip
     assert chosen == {"scaling": 0.5, "validation": 0.9} and len(calls) == 3
+    # The λ grid rescales one merge per other setting; each candidate equals a direct merge.
+    for method, extra in (("task_arithmetic", {}), ("ties", {"density": [0.2, 0.5]})):
+        seen = []
+        lab.choose_on_validation(pair, method, {"scaling": [0.3, 1.0], **extra},
+                                 lambda m, seen=seen: seen.append(m) or 0.0)  # fmt: skip
+        combos = [(lam, d) for lam in (0.3, 1.0) for d in extra.get("density", [None])]
+        for model, (lam, d) in zip(seen, combos):
+            kw = {"scaling": lam} | ({"density": d} if d is not None else {})
+            direct = lab.merge(pair, method, **kw)
+            for p, q in zip(model.parameters(), direct.parameters()):
+                torch.testing.assert_close(p, q, atol=1e-6, rtol=1e-5)
     assert side_scores(scorer, [("s-a", models["s-a"])], [t])[0] == pytest.approx(
         scorer.score(models["s-a"], t, name="s-a")
     )
