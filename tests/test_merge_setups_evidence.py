@@ -418,3 +418,17 @@ def test_report_claims_roles_prerequisites_and_untestable_setups():
     assert stable.verdict == "not testable here"  # the focus setup's
     assert by[PAPER_CLAIMS["table1_vs_simple"].text].verdict == "holds"  # not a domain claim
     assert all(c.role for c in claims.records)
+
+
+def test_input_lengths_count_words_tokens_and_the_share_cut():
+    from lmsim.papers.jin2023_regmean import input_lengths
+
+    def tokenizer(text, truncation=False):  # one token per character, plus [CLS] and [SEP]
+        return {"input_ids": [0] * (len(text) + 2)}
+
+    texts = ["ab cd", "abcdefgh", "a b c d e f"]
+    task = Task(name="t", kind="single_label", label_names=("x", "y"), metric="accuracy",
+                train=(texts, [0, 1, 0]), test=(texts[:1], [0]))  # fmt: skip
+    row = input_lengths(tokenizer, {"t": task}, max_length=9).loc["t"]
+    assert row["median words"] == 2 and row["median tokens"] == 10  # 7, 10, 13 tokens
+    assert row["cut (%)"] == pytest.approx(200 / 3)  # 10 and 13 > 9

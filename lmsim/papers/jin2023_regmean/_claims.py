@@ -256,7 +256,7 @@ def report_claims(
         per-domain prerequisite ``"individuals_learn:<setup>/<domain>"``); keys without an
         estimate are skipped.
     notes : dict of str to str, optional
-        Extra notes by the same keys (appended to the claim's own). A note starting "first
+        Extra notes by the same keys (put before the claim's own). A note starting "first
         seed only" also marks the claim's text "(first seed only)".
     paper_profile : bool
         The paper profile runs the paper's data and models: that "not run" row is left out.
@@ -279,7 +279,8 @@ def report_claims(
     for key, estimate in estimates.items():
         base, _, setup = key.partition(":")
         spec = PAPER_CLAIMS[base]
-        note = "; ".join(n for n in (spec.note, notes.get(key, "")) if n)
+        # The seeds first: a landing table shows a note's first sentence only.
+        note = "; ".join(n for n in (notes.get(key, ""), spec.note) if n)
         text = spec.text.format(setup=setup)
         if notes.get(key, "").startswith("first seed only"):
             text += " (first seed only)"
