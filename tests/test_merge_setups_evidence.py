@@ -404,6 +404,7 @@ def test_report_claims_roles_prerequisites_and_untestable_setups():
         "beyond_ta:sentiment": good,
         "fig5_stable": good,
         "table1_vs_simple": good,
+        "fig7_weights:sentiment": Estimate(0.95, 0.93, 0.97, unit="units", n=10),
     }
     groups = {"individuals_learn:sentiment/drugs": {"seed 0": good, "seed 1": est["fig5_stable"]}}
     report_claims(claims, est, {"fig5_stable": "first seed only; x"}, groups=groups,
@@ -417,6 +418,8 @@ def test_report_claims_roles_prerequisites_and_untestable_setups():
     stable = by[PAPER_CLAIMS["fig5_stable"].text + " (first seed only)"]
     assert stable.verdict == "not testable here"  # the focus setup's
     assert by[PAPER_CLAIMS["table1_vs_simple"].text].verdict == "holds"  # not a domain claim
+    fig7 = by[PAPER_CLAIMS["fig7_weights"].text.format(setup="sentiment")]
+    assert fig7.verdict == "holds"  # App. D needs models that moved, not models that learn
     assert all(c.role for c in claims.records)
 
 

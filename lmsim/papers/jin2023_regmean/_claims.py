@@ -205,6 +205,9 @@ NOT_RUN: dict[str, tuple[str, str]] = {
 # Claims measured outside any domain setup: a failed domain prerequisite leaves them testable.
 NOT_DOMAIN_CLAIMS = ("table1_vs_avg", "table1_vs_simple", "fig4_vs_simple")
 PREREQUISITES = ("individuals_learn", "domains_differ")
+# App. D's permutation diagnostics compare two fine-tunes of one start unit by unit: they need
+# models that moved, not models that beat a floor, so a failed prerequisite leaves them testable.
+UNGATED = ("fig7_weights", "fig8_activations")
 
 
 def learning_failures(checks: Mapping[str, Mapping], floor: float = 0.0) -> list[str]:
@@ -266,9 +269,9 @@ def report_claims(
     untestable : dict of str to str, optional
         Setup -> why its claims cannot be tested (a domain model that does not learn,
         :func:`learning_failures`). Every claim of that setup but the prerequisites is
-        recorded "not testable here" with this reason, its estimate shown; the claims
-        without a setup suffix belong to ``focus_setup`` unless they are in
-        :data:`NOT_DOMAIN_CLAIMS`.
+        recorded "not testable here" with this reason, its estimate shown (App. D's
+        :data:`UNGATED` diagnostics excepted); the claims without a setup suffix belong to
+        ``focus_setup`` unless they are in :data:`NOT_DOMAIN_CLAIMS`.
     focus_setup : str, optional
 
     Returns
@@ -285,7 +288,7 @@ def report_claims(
         if notes.get(key, "").startswith("first seed only"):
             text += " (first seed only)"
         owner = setup.partition("/")[0] or (focus_setup if base not in NOT_DOMAIN_CLAIMS else "")
-        if base not in PREREQUISITES and owner in untestable:
+        if base not in PREREQUISITES + UNGATED and owner in untestable:
             claims.not_testable(
                 text,
                 f"needs models that learn: {untestable[owner]}; {note}",
