@@ -426,7 +426,8 @@ def test_report_claims_roles_prerequisites_and_untestable_setups():
 def test_input_lengths_count_words_tokens_and_the_share_cut():
     from lmsim.papers.jin2023_regmean import input_lengths
 
-    def tokenizer(text, truncation=False):  # one token per character, plus [CLS] and [SEP]
+    def tokenizer(text, truncation=False, verbose=True):  # a token per character, [CLS], [SEP]
+        assert not truncation and not verbose
         return {"input_ids": [0] * (len(text) + 2)}
 
     texts = ["ab cd", "abcdefgh", "a b c d e f"]

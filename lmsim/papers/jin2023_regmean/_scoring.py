@@ -260,7 +260,9 @@ def input_lengths(tokenizer, tasks: Mapping[str, Task], max_length: int, part: s
     for name, task in tasks.items():
         inputs = list(task.subset(part)[0])
         texts = [x if isinstance(x, str) else " ".join(x) for x in inputs]
-        tokens = np.array([len(tokenizer(t, truncation=False)["input_ids"]) for t in texts])
+        tokens = np.array(
+            [len(tokenizer(t, truncation=False, verbose=False)["input_ids"]) for t in texts]
+        )  # untruncated on purpose: no "longer than the maximum" warning
         rows[name] = {
             "examples": len(texts),
             "median words": float(np.median([len(t.split()) for t in texts])),
