@@ -288,3 +288,82 @@ def test_seed_groups_pool_fine_tunes_that_drift_more_at_the_top():
                           rows_of=rows, n_boot=5)  # fmt: skip
     assert same.estimate == pytest.approx(0.0, abs=1e-12)
     assert depth_spearman(np.array([3.0, 2.0, 1.0])) == pytest.approx(-1.0)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_localization_shift_matches_a_naive_loop_and_sentence_rows(seed):
+    """Fig. 7 from raw vectors: the moment pipeline equals neuronsim / svsim computed pair
+    by pair on the arrays, then the authors' localization score (item 7)."""
+    from lmsim.metrics import localization_scores, neuronsim, svcca
+    from lmsim.papers.wu2020_similarity import localization_shift, sentence_rows
+
+    rng = np.random.default_rng(seed)
+    lengths = [3, 5, 4, 6, 2, 5, 4, 3, 6, 5, 4, 3]
+    n = sum(lengths)
+    base = [rng.normal(size=(n, 6)) for _ in range(3)]
+    tuned = [b + 0.5 * rng.normal(size=b.shape) for b in base]
+    rows = sentence_rows(lengths)(np.array([1, 1, 4, 0, 11, 7, 7, 3, 2, 9, 10, 5]))
+    assert len(rows) == sum(lengths[s] for s in [1, 1, 4, 0, 11, 7, 7, 3, 2, 9, 10, 5])
+    assert list(sentence_rows(lengths)(np.array([2]))) == [8, 9, 10, 11]
+    layers = [a[rows] for a in base] + [a[rows] for a in tuned]
+    k = len(layers)
+    neuron = np.array([[1.0 if i == j else neuronsim(layers[i], layers[j]) for j in range(k)]
+                       for i in range(k)])  # fmt: skip
+    sv = np.array([[1.0 if i == j else svcca(layers[i], layers[j], paper_compat=True)
+                    for j in range(k)] for i in range(k)])  # fmt: skip
+    names = [f"b/layer.{i}" for i in range(3)] + [f"t/layer.{i}" for i in range(3)]
+    for compat, options in [(True, {"paper_compat": True}), (False, {"normalize": "per_model"})]:
+        score = localization_scores(neuron, sv, names, **options).to_numpy()
+        got = localization_shift(base, tuned, rows, paper_compat=compat)
+        np.testing.assert_allclose(got, score[3:] - score[:3], atol=1e-8)
+    with pytest.raises(ValueError, match="layers"):
+        localization_shift(base, tuned[:2])
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_fast_diagonals_equal_the_direct_ones_on_resampled_sentences(seed):
+    """Per-sentence JS sums give the direct diagonal_js on any draw of sentences (repeats
+    included), and a mapping of statistics shares the draws."""
+    from lmsim.papers.wu2020_similarity import (
+        bottom_minus_top,
+        depth_spearman,
+        diagonal_cka,
+        diagonal_js,
+        diagonal_js_sums,
+        seed_groups,
+        sentence_js_sums,
+        sentence_rows,
+    )
+
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(2, 7, 15)
+    n = int(lengths.sum())
+    base = [rng.normal(size=(n, 5)) for _ in range(4)]
+    tuned = [b + rng.normal(size=b.shape) for b in base]
+    other = [b + (1 + k) * rng.normal(size=b.shape) for k, b in enumerate(base)]
+
+    def attention(heads):
+        out = []
+        for m in lengths:
+            a = rng.random((heads, m, m))
+            out.append(a / a.sum(-1, keepdims=True))
+        return out
+
+    b_attn = [attention(3) for _ in range(3)]
+    t_attn = [attention(2) for _ in range(3)]
+    picked = rng.integers(0, 15, 15)
+    sums = sentence_js_sums(b_attn, t_attn)
+    np.testing.assert_allclose(
+        diagonal_js_sums(None, sums, picked), diagonal_js(b_attn, t_attn, picked), atol=1e-10
+    )
+    np.testing.assert_allclose(
+        diagonal_js_sums(None, sums), diagonal_js(b_attn, t_attn), atol=1e-10
+    )
+    both = seed_groups(diagonal_cka, base, {"s0": tuned, "s1": other}, 15,
+                       {"bt": bottom_minus_top, "rho": depth_spearman},
+                       rows_of=sentence_rows(lengths), n_boot=20, seed=seed)  # fmt: skip
+    one = seed_groups(diagonal_cka, base, {"s0": tuned, "s1": other}, 15, bottom_minus_top,
+                      rows_of=sentence_rows(lengths), n_boot=20, seed=seed)  # fmt: skip
+    assert set(both) == {"bt", "rho"}
+    assert both["bt"][0].estimate == pytest.approx(one[0].estimate)
+    assert (both["bt"][0].low, both["bt"][0].high) == pytest.approx((one[0].low, one[0].high))

@@ -31,7 +31,11 @@ from lmsim.papers.wu2020_similarity.finetuning import (
     depth_spearman,
     diagonal_cka,
     diagonal_js,
+    diagonal_js_sums,
+    localization_shift,
     seed_groups,
+    sentence_js_sums,
+    sentence_rows,
 )
 
 __all__ = [
@@ -44,7 +48,11 @@ __all__ = [
     "depth_spearman",
     "diagonal_cka",
     "diagonal_js",
+    "diagonal_js_sums",
+    "localization_shift",
+    "sentence_js_sums",
     "seed_groups",
+    "sentence_rows",
     "family_cells",
     "family_means",
     "relation_gap",
