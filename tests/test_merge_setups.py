@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import warnings
 
 import numpy as np
 import pytest
 import torch
 
 from lmsim.data import keyword_domains, noniid_partitions
+from lmsim.merge import SingularGramWarning
 from lmsim.papers.jin2023_regmean import (
     DomainSetup,
     alpha_one_check,
@@ -130,6 +132,19 @@ def test_keyword_setup_matches_the_rows_of_each_domain_in_order():
     assert pets.validation == ([task.train[0][i] for i in rows], [task.train[1][i] for i in rows])
     pooled = setup.pooled()
     assert pooled.train == pool(*(t.train for t in setup.domains.values()))
+    ms.load_task = lambda name, seed=0: task
+    try:
+        scored = domain_setup("s", {**spec, "metric": "balanced_accuracy"}, n_train=30, n_test=10)
+    finally:
+        ms.load_task = original
+    for part in ("domains", "ood", "ood_whole"):
+        for d, t in getattr(scored, part).items():
+            assert t.metric == "balanced_accuracy"
+            assert (t.train, t.test, t.validation) == (
+                getattr(setup, part)[d].train, getattr(setup, part)[d].test,
+                getattr(setup, part)[d].validation,
+            )  # fmt: skip
+    assert scored.pooled().metric == "balanced_accuracy"
 
 
 def test_domain_setup_errors_name_the_problem():
@@ -428,6 +443,7 @@ def test_pairwise_alpha_sweep_and_the_alpha_one_check():
 
     def merge(names, alpha):
         merged.append((tuple(names), alpha))
+        warnings.warn("the pooler's Gram sum is singular", SingularGramWarning, stacklevel=2)
         return (tuple(names), alpha)
 
     def score(model, name):
@@ -435,7 +451,9 @@ def test_pairwise_alpha_sweep_and_the_alpha_one_check():
         return effect[alpha] + 0.01 * pair.index(name) + 0.001 * len(name)
 
     pairs = [("a", "b"), ("a", "cc"), ("b", "cc")]
-    sweep = pairwise_alpha_sweep(pairs, sorted(effect), merge, score)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a pair's singular Grams are expected: not repeated
+        sweep = pairwise_alpha_sweep(pairs, sorted(effect), merge, score)
     assert len(merged) == len(pairs) * len(effect) and len(sweep) == 2 * len(merged)
     assert list(sweep.columns) == ["pair", "alpha", "model", "score"]
     row = sweep[(sweep["pair"] == "a+cc") & (sweep["alpha"] == 0.5) & (sweep["model"] == "cc")]

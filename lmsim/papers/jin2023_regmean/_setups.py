@@ -221,6 +221,30 @@ def _named_setup(name: str, spec: Mapping, n_train, n_test, n_val, seed) -> Doma
     return DomainSetup(name, domains, ood, spec.get("type_map"), sources, dict(ood))
 
 
+def with_metric(setup: DomainSetup, metric: str) -> DomainSetup:
+    """The setup with every in-domain and out-of-domain set scored by ``metric``.
+
+    Parameters
+    ----------
+    setup : DomainSetup
+    metric : str
+        One of :data:`lmsim.tasks.METRICS` that scores the sets' kind (checked by
+        :class:`lmsim.tasks.Task`).
+
+    Returns
+    -------
+    DomainSetup
+        The same data, parts and names; only ``metric`` differs.
+    """
+
+    def swap(tasks):
+        return {k: dataclasses.replace(t, metric=metric) for k, t in tasks.items()}
+
+    return dataclasses.replace(
+        setup, domains=swap(setup.domains), ood=swap(setup.ood), ood_whole=swap(setup.ood_whole)
+    )
+
+
 def domain_setup(
     name: str,
     spec: Mapping,
@@ -248,6 +272,10 @@ def domain_setup(
         ``"relabel": {type: type}`` instead renames the domains' own tags before training
         (:func:`lmsim.tasks.map_task_entity_types`; the authors' released code trains the
         OntoNotes models on PER, ORG and LOC only: ``lmsim.tasks.ONTONOTES_TO_CONLL``).
+        Either form may add ``"metric": <name>`` (one of :data:`lmsim.tasks.METRICS` for the
+        sets' kind) to score every set of the setup by it instead of its own
+        (:func:`with_metric`; ``"balanced_accuracy"`` for sentiment sets whose majority class
+        holds 60-80 % of the examples).
     n_train, n_test : int or None
         Caps on every domain's training examples and on every test (and OOD validation)
         part; None keeps all.
@@ -279,6 +307,8 @@ def domain_setup(
             f"domain setup {name!r} must have `keywords` (with `set`) or `domains`, got keys "
             f"{sorted(spec)}"
         )
+    if spec.get("metric"):
+        setup = with_metric(setup, spec["metric"])
     if len(setup.domains) < 2:
         raise ValueError(f"domain setup {name!r} has {len(setup.domains)} in-domain set(s); need 2")
     empty = [d for d, t in setup.domains.items() if not t.train[1] or not t.test[1]]
