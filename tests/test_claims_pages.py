@@ -32,7 +32,6 @@ NOT_IN_CHECKLIST_FORM: set[str] = {
     "wu2020_similarity/01_representations",
     "wu2020_similarity/03_finetuning",
     "zhang2022_lmd/01_decomposition",
-    "zhang2022_lmd/02_beyond_the_paper",
 }
 _FOLDED = ("parameters", "injected-parameters")
 
