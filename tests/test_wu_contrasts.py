@@ -288,3 +288,33 @@ def test_seed_groups_pool_fine_tunes_that_drift_more_at_the_top():
                           rows_of=rows, n_boot=5)  # fmt: skip
     assert same.estimate == pytest.approx(0.0, abs=1e-12)
     assert depth_spearman(np.array([3.0, 2.0, 1.0])) == pytest.approx(-1.0)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_localization_shift_matches_a_naive_loop_and_sentence_rows(seed):
+    """Fig. 7 from raw vectors: the moment pipeline equals neuronsim / svsim computed pair
+    by pair on the arrays, then the authors' localization score (item 7)."""
+    from lmsim.metrics import localization_scores, neuronsim, svcca
+    from lmsim.papers.wu2020_similarity import localization_shift, sentence_rows
+
+    rng = np.random.default_rng(seed)
+    lengths = [3, 5, 4, 6, 2, 5, 4, 3, 6, 5, 4, 3]
+    n = sum(lengths)
+    base = [rng.normal(size=(n, 6)) for _ in range(3)]
+    tuned = [b + 0.5 * rng.normal(size=b.shape) for b in base]
+    rows = sentence_rows(lengths)(np.array([1, 1, 4, 0, 11, 7, 7, 3, 2, 9, 10, 5]))
+    assert len(rows) == sum(lengths[s] for s in [1, 1, 4, 0, 11, 7, 7, 3, 2, 9, 10, 5])
+    assert list(sentence_rows(lengths)(np.array([2]))) == [8, 9, 10, 11]
+    layers = [a[rows] for a in base] + [a[rows] for a in tuned]
+    k = len(layers)
+    neuron = np.array([[1.0 if i == j else neuronsim(layers[i], layers[j]) for j in range(k)]
+                       for i in range(k)])  # fmt: skip
+    sv = np.array([[1.0 if i == j else svcca(layers[i], layers[j], paper_compat=True)
+                    for j in range(k)] for i in range(k)])  # fmt: skip
+    names = [f"b/layer.{i}" for i in range(3)] + [f"t/layer.{i}" for i in range(3)]
+    for compat, options in [(True, {"paper_compat": True}), (False, {"normalize": "per_model"})]:
+        score = localization_scores(neuron, sv, names, **options).to_numpy()
+        got = localization_shift(base, tuned, rows, paper_compat=compat)
+        np.testing.assert_allclose(got, score[3:] - score[:3], atol=1e-8)
+    with pytest.raises(ValueError, match="layers"):
+        localization_shift(base, tuned[:2])

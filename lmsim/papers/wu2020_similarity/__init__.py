@@ -31,7 +31,9 @@ from lmsim.papers.wu2020_similarity.finetuning import (
     depth_spearman,
     diagonal_cka,
     diagonal_js,
+    localization_shift,
     seed_groups,
+    sentence_rows,
 )
 
 __all__ = [
@@ -44,7 +46,9 @@ __all__ = [
     "depth_spearman",
     "diagonal_cka",
     "diagonal_js",
+    "localization_shift",
     "seed_groups",
+    "sentence_rows",
     "family_cells",
     "family_means",
     "relation_gap",

@@ -24,7 +24,15 @@ from lmsim import stats
 from lmsim.metrics import attnsim, linear_cka
 from lmsim.stats import Estimate
 
-__all__ = ["bottom_minus_top", "depth_spearman", "seed_groups", "diagonal_cka", "diagonal_js"]
+__all__ = [
+    "bottom_minus_top",
+    "depth_spearman",
+    "seed_groups",
+    "diagonal_cka",
+    "diagonal_js",
+    "localization_shift",
+    "sentence_rows",
+]
 
 
 def bottom_minus_top(diagonal: np.ndarray) -> float:
@@ -53,6 +61,72 @@ def diagonal_js(base: Sequence[list], tuned: Sequence[list], picked=None) -> np.
         [attnsim([a[i] for i in idx], [b[i] for i in idx], kind="jensen_shannon")
          for a, b in zip(base, tuned)]
     )  # fmt: skip
+
+
+def sentence_rows(lengths: Sequence[int]) -> Callable[[np.ndarray], np.ndarray]:
+    """``rows_of`` for :func:`seed_groups`: drawn sentence indices -> the rows of their words.
+
+    ``lengths[s]`` is the number of word rows of sentence ``s`` (rows are stored sentence
+    after sentence); a sentence drawn twice contributes its words twice.
+    """
+    lengths = np.asarray(lengths, dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+
+    def rows_of(drawn: np.ndarray) -> np.ndarray:
+        drawn = np.asarray(drawn, dtype=np.int64)
+        return np.concatenate([np.arange(starts[s], starts[s] + lengths[s]) for s in drawn])
+
+    return rows_of
+
+
+def localization_shift(
+    base: Sequence[np.ndarray], tuned: Sequence[np.ndarray], rows=None, *, paper_compat=True
+) -> np.ndarray:
+    """Fig. 7: per layer, the fine-tuned model's localization score minus the base's.
+
+    The score of every layer of the two models is
+    :func:`lmsim.metrics.localization_scores` over the ``2 (L + 1)`` layers of the pair, from
+    ``neuronsim`` and the authors' ``svsim`` (``svcca(paper_compat=True)``) on the word rows
+    ``rows`` (all by default): the authors' notebooks z-score over all layers of the models
+    compared (``paper_compat=True``); ``paper_compat=False`` z-scores within each model.
+
+    Parameters
+    ----------
+    base, tuned : sequence of arrays of shape (n_words, width)
+        Layer ``l`` of the base and of the fine-tuned model, the same words in the same order.
+    rows : array of int, optional
+        Word rows to use (a bootstrap draw repeats rows).
+    paper_compat : bool, default=True
+
+    Returns
+    -------
+    ndarray of shape (n_layers,)
+        ``score(tuned l) − score(base l)``: negative where fine-tuning lowered localization.
+
+    References
+    ----------
+    Wu et al. (2020), Sec. 6, Fig. 7.
+    """
+    import torch
+
+    from lmsim.metrics import localization_scores, pairwise_matrix
+    from lmsim.moments import Moments
+
+    if len(base) != len(tuned):
+        raise ValueError(f"`base` has {len(base)} layers and `tuned` {len(tuned)}")
+    take = (lambda a: np.asarray(a, np.float64)) if rows is None else (
+        lambda a: np.asarray(a, np.float64)[rows])  # fmt: skip
+    acts = {f"base/layer.{i}": take(a) for i, a in enumerate(base)}
+    acts.update({f"tuned/layer.{i}": take(a) for i, a in enumerate(tuned)})
+    names = list(acts)
+    # The page's own pipeline: joint float64 moments, each layer prepared once.
+    mom = Moments({k: v.shape[1] for k, v in acts.items()})
+    mom.update({k: torch.from_numpy(v) for k, v in acts.items()})
+    neuron = pairwise_matrix(mom, names, metric="neuronsim", progress=False)
+    sv = pairwise_matrix(mom, names, metric="svcca", progress=False, paper_compat=True)
+    options = {"paper_compat": True} if paper_compat else {"normalize": "per_model"}
+    score = localization_scores(neuron, sv, names, **options).to_numpy()
+    return score[len(base) :] - score[: len(base)]
 
 
 def seed_groups(
