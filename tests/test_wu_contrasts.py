@@ -318,3 +318,59 @@ def test_localization_shift_matches_a_naive_loop_and_sentence_rows(seed):
         np.testing.assert_allclose(got, score[3:] - score[:3], atol=1e-8)
     with pytest.raises(ValueError, match="layers"):
         localization_shift(base, tuned[:2])
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_fast_diagonals_equal_the_direct_ones_on_resampled_sentences(seed):
+    """Gram CKA and per-sentence JS sums give the direct diagonal_cka / diagonal_js on any
+    draw of sentences (repeats included), and a mapping of statistics shares the draws."""
+    from lmsim.papers.wu2020_similarity import (
+        bottom_minus_top,
+        depth_spearman,
+        diagonal_cka,
+        diagonal_cka_gram,
+        diagonal_js,
+        diagonal_js_sums,
+        gram,
+        seed_groups,
+        sentence_js_sums,
+        sentence_rows,
+    )
+
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(2, 7, 15)
+    n = int(lengths.sum())
+    base = [rng.normal(size=(n, 5)) for _ in range(4)]
+    tuned = [b + rng.normal(size=b.shape) for b in base]
+    other = [b + (1 + k) * rng.normal(size=b.shape) for k, b in enumerate(base)]
+    rows = sentence_rows(lengths)(rng.integers(0, 15, 15))
+    np.testing.assert_allclose(
+        diagonal_cka_gram([gram(b) for b in base], [gram(t) for t in tuned], rows),
+        diagonal_cka(base, tuned, rows), atol=1e-10,
+    )  # fmt: skip
+
+    def attention(heads):
+        out = []
+        for m in lengths:
+            a = rng.random((heads, m, m))
+            out.append(a / a.sum(-1, keepdims=True))
+        return out
+
+    b_attn = [attention(3) for _ in range(3)]
+    t_attn = [attention(2) for _ in range(3)]
+    picked = rng.integers(0, 15, 15)
+    sums = sentence_js_sums(b_attn, t_attn)
+    np.testing.assert_allclose(
+        diagonal_js_sums(None, sums, picked), diagonal_js(b_attn, t_attn, picked), atol=1e-10
+    )
+    np.testing.assert_allclose(
+        diagonal_js_sums(None, sums), diagonal_js(b_attn, t_attn), atol=1e-10
+    )
+    both = seed_groups(diagonal_cka, base, {"s0": tuned, "s1": other}, 15,
+                       {"bt": bottom_minus_top, "rho": depth_spearman},
+                       rows_of=sentence_rows(lengths), n_boot=20, seed=seed)  # fmt: skip
+    one = seed_groups(diagonal_cka, base, {"s0": tuned, "s1": other}, 15, bottom_minus_top,
+                      rows_of=sentence_rows(lengths), n_boot=20, seed=seed)  # fmt: skip
+    assert set(both) == {"bt", "rho"}
+    assert both["bt"][0].estimate == pytest.approx(one[0].estimate)
+    assert (both["bt"][0].low, both["bt"][0].high) == pytest.approx((one[0].low, one[0].high))
