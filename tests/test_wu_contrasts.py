@@ -322,16 +322,14 @@ def test_localization_shift_matches_a_naive_loop_and_sentence_rows(seed):
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_fast_diagonals_equal_the_direct_ones_on_resampled_sentences(seed):
-    """Gram CKA and per-sentence JS sums give the direct diagonal_cka / diagonal_js on any
-    draw of sentences (repeats included), and a mapping of statistics shares the draws."""
+    """Per-sentence JS sums give the direct diagonal_js on any draw of sentences (repeats
+    included), and a mapping of statistics shares the draws."""
     from lmsim.papers.wu2020_similarity import (
         bottom_minus_top,
         depth_spearman,
         diagonal_cka,
-        diagonal_cka_gram,
         diagonal_js,
         diagonal_js_sums,
-        gram,
         seed_groups,
         sentence_js_sums,
         sentence_rows,
@@ -343,11 +341,6 @@ def test_fast_diagonals_equal_the_direct_ones_on_resampled_sentences(seed):
     base = [rng.normal(size=(n, 5)) for _ in range(4)]
     tuned = [b + rng.normal(size=b.shape) for b in base]
     other = [b + (1 + k) * rng.normal(size=b.shape) for k, b in enumerate(base)]
-    rows = sentence_rows(lengths)(rng.integers(0, 15, 15))
-    np.testing.assert_allclose(
-        diagonal_cka_gram([gram(b) for b in base], [gram(t) for t in tuned], rows),
-        diagonal_cka(base, tuned, rows), atol=1e-10,
-    )  # fmt: skip
 
     def attention(heads):
         out = []
