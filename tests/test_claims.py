@@ -425,3 +425,14 @@ def test_tolerance_agrees_and_rejects_bad_records():
         Tolerance("loose")
     with pytest.raises(ValueError, match="rtol"):
         Tolerance("fixed", rtol=-1)
+
+
+def test_one_line_keeps_abbreviations_and_cuts_at_the_first_sentence():
+    from lmsim.claims._tables import _one_line
+
+    note = "task arithmetic (Ilharco et al. 2023) is not in the paper; 3 seeds, per seed +0.1"
+    assert _one_line(note) == "task arithmetic (Ilharco et al. 2023) is not in the paper"
+    assert (
+        _one_line("e.g. Fig. 6 and Eq. 2 vs. Sec. 3. Rest") == "e.g. Fig. 6 and Eq. 2 vs. Sec. 3."
+    )
+    assert _one_line("small. rest") == "small."

@@ -169,7 +169,7 @@ def test_test_only_bootstrap_is_corrected_as_before():
                          progress=False)  # fmt: skip
     widths = {"m0": 6, "m1": 8, "m2": 5}
     legacy = copy.copy(boot)
-    legacy.n_train_samples = None
+    legacy.n_train_samples = legacy.train_draws = None
     for new, old in zip(lmd.replicate_views(boot, widths), lmd.replicate_views(legacy, widths)):
         pd.testing.assert_series_equal(new.group_r2, old.group_r2)
     est = lmd.bootstrap_estimate(
@@ -180,7 +180,7 @@ def test_test_only_bootstrap_is_corrected_as_before():
 
 def test_train_resampled_replicates_are_corrected_at_their_effective_n():
     """A resample that repeats train shards over-fits more; corrected at the nominal
-    n_train its replicates sit below the estimate, at Kish's effective n around it."""
+    n_train its replicates sit below the estimate, at their effective n around it."""
     widths = (12, 16, 10)
     data, test = latent_models(0, 300, widths, 5), latent_models(1, 3000, widths, 5)
     boot = lmd.bootstrap(shards_of(data, 10), shards_of(test, 100), n_boot=60, progress=False)
@@ -189,13 +189,93 @@ def test_train_resampled_replicates_are_corrected_at_their_effective_n():
     estimate = views[0].group_rho
     kish = np.mean([v.group_rho for v in views[1:]])
     nominal_boot = copy.copy(boot)
-    nominal_boot.n_train_samples = None
+    nominal_boot.n_train_samples = nominal_boot.train_draws = None
     nominal = np.mean([v.group_rho for v in lmd.replicate_views(nominal_boot, w)[1:]])
     assert abs(kish - estimate) < 0.008
     assert nominal < estimate - 0.01
     est = lmd.bootstrap_estimate(lambda v: v[0].group_rho, {0: boot}, n_units=30, widths={0: w})
     assert est.unit == "train and test shards"
     assert "effective n_train" in est.method and est.low <= estimate <= est.high
+
+
+def naive_resampled_n(draws, sizes, p):
+    """El Karoui & Purdom's fixed point written row by row: weights w_i, κ = p / N,
+    mean 1/(1 + c w) = 1 − κ, A = mean (c w / (1 + c w))², n / (n − p) = κ / (κ − A)."""
+    from scipy.optimize import brentq
+
+    w = np.repeat(np.asarray(draws, float), np.asarray(sizes))
+    kappa = p / len(w)
+    c = brentq(lambda c: np.mean(1 / (1 + c * w)) - (1 - kappa), 1e-20, 1e20, xtol=1e-300,
+               rtol=1e-14)  # fmt: skip
+    a = np.mean((c * w / (1 + c * w)) ** 2)
+    factor = kappa / (kappa - a)
+    return p * factor / (factor - 1)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_resampled_n_train_matches_naive_and_weighted_least_squares(seed):
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(8, 15, size=20)
+    p = 80
+    assert lmd.resampled_n_train(np.ones(20), sizes, p) == sizes.sum()
+    draws = rng.multinomial(20, np.full(20, 0.05))
+    n_eff = lmd.resampled_n_train(draws, sizes, p)
+    assert n_eff == pytest.approx(naive_resampled_n(draws, sizes, p), rel=1e-8)
+    kish = (draws @ sizes) ** 2 / ((draws**2) @ sizes)
+    assert kish < n_eff < sizes.sum()  # Kish over-states the over-fitting near n ≈ p
+    # Monte-Carlo: the weighted fit's test error over the noise is Stein's factor at n_eff.
+    w = np.repeat(draws, sizes).astype(float)
+    beta, errors = rng.normal(size=p), []
+    for _ in range(200):
+        z = rng.normal(size=(len(w), p))
+        y = z @ beta + rng.normal(size=len(w))
+        design = np.column_stack([np.ones(len(w)), z]) * np.sqrt(w)[:, None]
+        coef = np.linalg.lstsq(design, y * np.sqrt(w), rcond=None)[0]
+        errors.append(1 + coef[0] ** 2 + np.sum((coef[1:] - beta) ** 2))
+    assert np.mean(errors) == pytest.approx(lmd.stein_factor(n_eff, p), rel=0.06)
+    with pytest.raises(ValueError, match="draws"):
+        lmd.resampled_n_train(draws[:3], sizes, p)
+
+
+def test_corrected_point_estimate_lies_inside_its_train_and_test_interval():
+    """Near n ≈ 3p (the real group's regime) Kish's n over-corrects every replicate and the
+    interval misses the point estimate above; the fixed point's n covers it, and each
+    replicate's correction equals a naive one from the replicate's draws."""
+    widths = (50, 60, 40)
+    data, test = latent_models(0, 330, widths, 8), latent_models(1, 3000, widths, 8)
+    boot = lmd.bootstrap(shards_of(data, 15), shards_of(test, 100), n_boot=100, progress=False)
+    w = {f"m{i}": d for i, d in enumerate(widths)}
+    est = lmd.bootstrap_estimate(lambda v: v[0].group_rho, {0: boot}, n_units=22, widths={0: w})
+    assert est.low <= est.estimate <= est.high
+    kish = copy.copy(boot)
+    kish.train_draws = None  # the old correction: every basis at Kish's n
+    old = lmd.bootstrap_estimate(lambda v: v[0].group_rho, {0: kish}, n_units=22, widths={0: w})
+    assert old.low > old.estimate
+    table = lmd.overfit_table(boot, w)
+    assert table.loc["group ρ", "corrected_lower"] <= table.loc["group ρ", "corrected_r2"]
+    assert table.loc["group ρ", "corrected_r2"] <= table.loc["group ρ", "corrected_upper"]
+    nan_boot = copy.copy(boot)  # an underdetermined replicate (NaN) is left out, not NaN
+    nan_boot.group_r2_samples = boot.group_r2_samples.copy()
+    nan_boot.group_r2_samples.iloc[3] = np.nan
+    nan_table = lmd.overfit_table(nan_boot, w)
+    assert np.isfinite(nan_table[["corrected_lower", "corrected_upper"]].to_numpy()).all()
+    views = lmd.replicate_views(boot, w)
+    models, total = list(w), sum(widths)
+    sizes = [m.n for m in shards_of(data, 15)]
+    for i in (0, 7, 42):
+        draws = boot.train_draws[i]
+        for j, m in enumerate(models):
+            n_g = naive_resampled_n(draws, sizes, total - w[m])
+            raw = boot.group_r2_samples[m].iloc[i]
+            expected = 1 - (1 - raw) / lmd.stein_factor(n_g, total - w[m])
+            assert views[i + 1].group_r2[m] == pytest.approx(expected, abs=1e-9)
+            for b in models:
+                if b == m:
+                    continue
+                n_p = naive_resampled_n(draws, sizes, w[b])
+                raw = boot.pairwise_r2_samples[i, j, models.index(b)]
+                expected = 1 - (1 - raw) / lmd.stein_factor(n_p, w[b])
+                assert views[i + 1].pairwise_r2.loc[m, b] == pytest.approx(expected, abs=1e-9)
 
 
 # ------------------------------------------------------------------------------ group size

@@ -146,3 +146,15 @@ def test_pairwise_beside_authors_compares_shared_pairs_only():
         "difference",
     ]
     assert isinstance(empty, pd.DataFrame)
+
+
+def test_gpu_paper_lite_plan_keeps_pairwise_fits_at_twenty_sequences_per_dimension():
+    from lmsim.papers.zhang2022_lmd import gpu
+
+    widths = {"minilm-l6": 384, "all-mpnet-base-v2": 768, "smollm2-135m": 576, "gemma-3-270m": 640}
+    assert set(widths) == set(gpu.MODELS)
+    table = gpu.plan(widths)
+    assert list(table["T"]) == [16, 64] and (table["pairwise n/p"] >= 20).all()
+    assert table.loc[0, "group n/p"] >= 20  # T=16: the four-model group fits too
+    with pytest.raises(ValueError, match="below 20"):
+        gpu.plan(widths, sizes=((16, 10_000, 1_000),))

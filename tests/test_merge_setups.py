@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+import warnings
+
 import numpy as np
 import pytest
 import torch
 
 from lmsim.data import keyword_domains, noniid_partitions
+from lmsim.merge import SingularGramWarning
 from lmsim.papers.jin2023_regmean import (
     DomainSetup,
     alpha_one_check,
@@ -18,6 +22,7 @@ from lmsim.papers.jin2023_regmean import (
     holdout_split,
     mean_logits,
     noniid_split,
+    ood_task,
     pairwise_alpha_sweep,
     pool,
     published_stats,
@@ -127,6 +132,19 @@ def test_keyword_setup_matches_the_rows_of_each_domain_in_order():
     assert pets.validation == ([task.train[0][i] for i in rows], [task.train[1][i] for i in rows])
     pooled = setup.pooled()
     assert pooled.train == pool(*(t.train for t in setup.domains.values()))
+    ms.load_task = lambda name, seed=0: task
+    try:
+        scored = domain_setup("s", {**spec, "metric": "balanced_accuracy"}, n_train=30, n_test=10)
+    finally:
+        ms.load_task = original
+    for part in ("domains", "ood", "ood_whole"):
+        for d, t in getattr(scored, part).items():
+            assert t.metric == "balanced_accuracy"
+            assert (t.train, t.test, t.validation) == (
+                getattr(setup, part)[d].train, getattr(setup, part)[d].test,
+                getattr(setup, part)[d].validation,
+            )  # fmt: skip
+    assert scored.pooled().metric == "balanced_accuracy"
 
 
 def test_domain_setup_errors_name_the_problem():
@@ -381,6 +399,22 @@ def test_keyword_setup_validation_rows_follow_the_trained_rows(monkeypatch):
         domain_setup("s", spec, n_train=30, n_validation=0)
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_ood_task_validation_and_scored_parts_are_disjoint(seed):
+    base = _task(seed=seed, n_train=30, n_test=40)
+    texts = [f"text {i}" for i in range(40)]  # unique texts: disjoint by value means by row
+    test_only = dataclasses.replace(base, train=([], []), test=(texts, base.test[1]))
+    half = ood_task(test_only, n_test=None, seed=seed)  # no train split: a half of the test
+    assert sorted(half.validation[0] + half.test[0]) == sorted(texts)
+    assert not set(half.validation[0]) & set(half.test[0])
+    trained = ood_task(dataclasses.replace(base, test=(texts, base.test[1])), n_test=25)
+    assert trained.validation == cap(base.train, 25)  # the unused training split validates
+    assert trained.test == cap((texts, base.test[1]), 25)  # the whole (capped) test part
+    assert not set(trained.validation[0]) & set(trained.test[0])
+    own = _with_validation(base, n=10)
+    assert ood_task(own, n_test=5).validation == cap(own.validation, 5)
+
+
 def test_named_setup_validation_and_whole_ood_sets(monkeypatch):
     import lmsim.papers.jin2023_regmean._setups as ms
 
@@ -393,9 +427,9 @@ def test_named_setup_validation_and_whole_ood_sets(monkeypatch):
     setup = domain_setup("s", spec, n_train=50, n_test=12, n_validation=8)
     assert setup.domains["a"].validation == cap(own.validation, 8)  # its own split
     assert setup.domains["b"].validation == (plain.train[0][50:58], plain.train[1][50:58])
-    h = setup.ood["h"]  # halves of the test split, each capped at n_test
-    assert setup.ood_whole["h"].test == pool(h.validation, h.test)
-    assert len(setup.ood_whole["h"].test[1]) == 24
+    h = setup.ood["h"]  # no validation split: its (never trained on) training split validates
+    assert h.validation == cap(heldout.train, 12) and h.test == cap(heldout.test, 12)
+    assert setup.ood_whole["h"] is h  # scored on the test part only
     assert setup.ood_whole["o"] is setup.ood["o"]  # a set with a validation split: its test part
     plain_only = {"domains": {"a": "plain", "b": "plain"}}
     with pytest.raises(ValueError, match="no validation examples"):
@@ -409,6 +443,7 @@ def test_pairwise_alpha_sweep_and_the_alpha_one_check():
 
     def merge(names, alpha):
         merged.append((tuple(names), alpha))
+        warnings.warn("the pooler's Gram sum is singular", SingularGramWarning, stacklevel=2)
         return (tuple(names), alpha)
 
     def score(model, name):
@@ -416,7 +451,9 @@ def test_pairwise_alpha_sweep_and_the_alpha_one_check():
         return effect[alpha] + 0.01 * pair.index(name) + 0.001 * len(name)
 
     pairs = [("a", "b"), ("a", "cc"), ("b", "cc")]
-    sweep = pairwise_alpha_sweep(pairs, sorted(effect), merge, score)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a pair's singular Grams are expected: not repeated
+        sweep = pairwise_alpha_sweep(pairs, sorted(effect), merge, score)
     assert len(merged) == len(pairs) * len(effect) and len(sweep) == 2 * len(merged)
     assert list(sweep.columns) == ["pair", "alpha", "model", "score"]
     row = sweep[(sweep["pair"] == "a+cc") & (sweep["alpha"] == 0.5) & (sweep["model"] == "cc")]

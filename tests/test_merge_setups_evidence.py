@@ -17,6 +17,10 @@ from lmsim.papers.jin2023_regmean import (
     constant_run,
     diagonal_match,
     finetune_runs,
+    learning_checks,
+    learning_failures,
+    majority_floors,
+    majority_run,
     paired_difference,
     report_claims,
     seed_name,
@@ -114,6 +118,43 @@ def test_paired_difference_is_a_paired_bootstrap_of_the_seed_means(seed):
 
 
 @pytest.mark.parametrize("seed", SEEDS)
+def test_paired_difference_resamples_a_repeated_tasks_examples_together(seed):
+    """A domain in two pairs (the same task object twice, Fig. 3): each draw of one of its
+    examples takes both copies, as a naive bootstrap over (task, example) groups does; the
+    distinct task's examples stay their own units."""
+    rng = np.random.default_rng(seed)
+    shared, other = (_task("single_label", n=20, seed=seed + i, name=f"t{i}") for i in range(2))
+    tasks = [shared, other, shared]
+    a = [Fixed([_predictions(t, rng) for t in tasks]) for _ in range(2)]
+    b = [Fixed([_predictions(t, rng) for t in tasks]) for _ in range(2)]
+    got = paired_difference(None, a, b, tasks, n_boot=300, seed=seed)
+    gold = np.concatenate([np.asarray(t.test[1]) for t in tasks])
+    slot = np.repeat(np.arange(3), 20)
+
+    def rows(run):
+        return np.column_stack([np.concatenate(run.by_task) == gold, slot])
+
+    def stat(r):  # mean over the three slots of each slot's accuracy
+        return np.mean([r[r[:, 1] == i, 0].mean() for i in range(3)])
+
+    example = np.tile(np.arange(20), 3)
+    groups = np.where(slot == 1, 1000 + example, example)  # slots 0 and 2: one example
+    naive = paired_bootstrap(np.stack([rows(r) for r in a]), np.stack([rows(r) for r in b]),
+                             stat, groups=groups, seeds="mean", n_boot=300, seed=seed)  # fmt: skip
+    assert got.estimate == pytest.approx(naive.estimate, abs=1e-12)
+    assert (got.low, got.high) == pytest.approx((naive.low, naive.high), abs=1e-12)
+    assert got.n == 40  # distinct examples, not 60 rows
+    assert "repeats grouped" in got.unit
+    distinct = paired_difference(None, a, b, [shared, other, _copy(shared)], n_boot=300, seed=seed)
+    assert distinct.n == 60 and "grouped" not in distinct.unit
+
+
+def _copy(task):
+    return Task(name=task.name, kind=task.kind, label_names=task.label_names,
+                metric=task.metric, train=task.train, test=task.test)  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", SEEDS)
 def test_paired_difference_over_seeds_widens_by_the_per_seed_differences(seed):
     """With n_seeds, runs are grouped seed by seed (A: two runs per seed, a floor; B: one
     merge per seed, or one shared baseline); the per-seed differences are computed naively
@@ -184,6 +225,14 @@ def test_weight_distances_and_activation_similarity_match_naive_loops():
     za, zb = rng.normal(size=(9, 6)), rng.normal(size=(9, 6))
     naive_c = np.array([[za[:, i] @ zb[:, j] for j in range(6)] for i in range(6)])
     np.testing.assert_allclose(activation_similarity(za, zb), naive_c, atol=1e-12)
+    za[:, 2] = 0.0  # a unit never active: similarity 0, not NaN
+    cosine = np.array([[za[:, i] @ zb[:, j] / (np.linalg.norm(za[:, i]) * np.linalg.norm(zb[:, j]))
+                        if np.linalg.norm(za[:, i]) else 0.0 for j in range(6)] for i in range(6)])  # fmt: skip
+    np.testing.assert_allclose(activation_similarity(za, zb, normalize=True), cosine, atol=1e-12)
+    # Scaling one unit of B by 100 moves every row's raw maximum to it, not the cosine's.
+    big = zb.copy()
+    big[:, 0] *= 100
+    np.testing.assert_allclose(activation_similarity(za, big, normalize=True), cosine, atol=1e-12)
 
 
 def test_diagonal_match_finds_identity_and_a_permutation():
@@ -269,6 +318,17 @@ def test_finetune_runs_lab_merges_and_choice_on_validation(tmp_path, monkeypatch
     _, chosen = lab.choose_on_validation(pair, "task_arithmetic", {"scaling": [0.1, 0.5, 1]},
                                          validate)  # fmt: skip
     assert chosen == {"scaling": 0.5, "validation": 0.9} and len(calls) == 3
+    # The λ grid rescales one merge per other setting; each candidate equals a direct merge.
+    for method, extra in (("task_arithmetic", {}), ("ties", {"density": [0.2, 0.5]})):
+        seen = []
+        lab.choose_on_validation(pair, method, {"scaling": [0.3, 1.0], **extra},
+                                 lambda m, seen=seen: seen.append(m) or 0.0)  # fmt: skip
+        combos = [(lam, d) for lam in (0.3, 1.0) for d in extra.get("density", [None])]
+        for model, (lam, d) in zip(seen, combos):
+            kw = {"scaling": lam} | ({"density": d} if d is not None else {})
+            direct = lab.merge(pair, method, **kw)
+            for p, q in zip(model.parameters(), direct.parameters()):
+                torch.testing.assert_close(p, q, atol=1e-6, rtol=1e-5)
     assert side_scores(scorer, [("s-a", models["s-a"])], [t])[0] == pytest.approx(
         scorer.score(models["s-a"], t, name="s-a")
     )
@@ -291,3 +351,88 @@ def test_report_claims_records_every_estimate_with_its_rule():
     assert sum(c.verdict == "not run" for c in claims.records) == 1
     with pytest.raises(KeyError):
         report_claims(Claims("d", "p"), {"no_such_claim": est["fig5_stable"]})
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_majority_floors_and_run_match_naive_counts(seed):
+    rng = np.random.default_rng(seed)
+    labels = [int(x) for x in (rng.random(40) < 0.7)]
+    texts = [f"w{i}" for i in range(40)]
+    task = Task(name="s", kind="single_label", label_names=("neg", "pos"), metric="accuracy",
+                train=(texts[:5], [0] * 5), test=(texts, labels))  # fmt: skip
+    bal = Task(name="s", kind="single_label", label_names=("neg", "pos"),
+               metric="balanced_accuracy", train=(texts[:5], [0] * 5), test=(texts, labels))  # fmt: skip
+    table = majority_floors({"acc": task, "bal": bal})
+    top = max(set(labels), key=labels.count)
+    share = 100 * labels.count(top) / len(labels)
+    assert table.loc["acc", "majority class"] == ("neg", "pos")[top]
+    assert table.loc["acc", "majority share"] == pytest.approx(share)
+    assert table.loc["acc", "floor"] == pytest.approx(share)  # accuracy: the share itself
+    assert table.loc["bal", "floor"] == pytest.approx(50.0)  # one class of two recalled
+    # The floor's run predicts the test majority (not the training one, here all "neg").
+    assert list(majority_run([task]).by_task[id(task)]) == [top] * 40
+
+
+def test_learning_checks_per_seed_and_pooled_against_the_domains_floor():
+    rng = np.random.default_rng(0)
+    labels = [int(x) for x in (rng.random(60) < 0.75)]
+    texts = [f"w{i}" for i in range(60)]
+    task = Task(name="d", kind="single_label", label_names=("neg", "pos"),
+                metric="balanced_accuracy", train=(texts, labels), test=(texts, labels))  # fmt: skip
+    gold = np.asarray(labels)
+    good = [Fixed({id(task): np.where(rng.random(60) < 0.9, gold, 1 - gold)}) for _ in range(3)]
+    majority = [Fixed({id(task): np.ones(60, dtype=int)}) for _ in range(3)]
+    checks = learning_checks(None, {"good": good, "flat": majority}, {"good": task, "flat": task},
+                             n_boot=200)  # fmt: skip
+    for run, est in zip(good, checks["good"]["per_seed"]):
+        naive = score_predictions(task, run.by_task[id(task)]) - 0.5
+        assert est.estimate == pytest.approx(naive)
+    assert checks["good"]["pooled"].estimate == pytest.approx(
+        np.mean([e.estimate for e in checks["good"]["per_seed"]])
+    )
+    assert checks["flat"]["pooled"].estimate == 0.0
+    failing = learning_failures(checks)
+    assert len(failing) == 1 and failing[0].startswith("flat: +0.000")
+
+
+def test_report_claims_roles_prerequisites_and_untestable_setups():
+    claims = Claims("demo", "01_page")
+    good = Estimate(0.05, 0.01, 0.09, unit="test examples", n=10)
+    est = {
+        "individuals_learn:sentiment/drugs": Estimate(0.0, -0.02, 0.02, unit="test examples", n=9),
+        "table2_vs_simple:sentiment": good,
+        "beyond_ta:sentiment": good,
+        "fig5_stable": good,
+        "table1_vs_simple": good,
+        "fig7_weights:sentiment": Estimate(0.95, 0.93, 0.97, unit="units", n=10),
+    }
+    groups = {"individuals_learn:sentiment/drugs": {"seed 0": good, "seed 1": est["fig5_stable"]}}
+    report_claims(claims, est, {"fig5_stable": "first seed only; x"}, groups=groups,
+                  untestable={"sentiment": "drugs: +0.000"}, focus_setup="sentiment")  # fmt: skip
+    by = {c.claim: c for c in claims.records}
+    learn = by[PAPER_CLAIMS["individuals_learn"].text.format(setup="sentiment/drugs")]
+    assert learn.role == "method" and learn.verdict != "holds"
+    t2 = by[PAPER_CLAIMS["table2_vs_simple"].text.format(setup="sentiment")]
+    assert t2.verdict == "not testable here" and "drugs: +0.000" in t2.note and t2.role == "paper"
+    assert by[PAPER_CLAIMS["beyond_ta"].text.format(setup="sentiment")].role == "beyond"
+    stable = by[PAPER_CLAIMS["fig5_stable"].text + " (first seed only)"]
+    assert stable.verdict == "not testable here"  # the focus setup's
+    assert by[PAPER_CLAIMS["table1_vs_simple"].text].verdict == "holds"  # not a domain claim
+    fig7 = by[PAPER_CLAIMS["fig7_weights"].text.format(setup="sentiment")]
+    assert fig7.verdict == "holds"  # App. D needs models that moved, not models that learn
+    assert all(c.role for c in claims.records)
+
+
+def test_input_lengths_count_words_tokens_and_the_share_cut():
+    from lmsim.papers.jin2023_regmean import input_lengths
+
+    def tokenizer(text, truncation=False, verbose=True):  # a token per character, [CLS], [SEP]
+        assert not truncation and not verbose
+        return {"input_ids": [0] * (len(text) + 2)}
+
+    texts = ["ab cd", "abcdefgh", "a b c d e f"]
+    task = Task(name="t", kind="single_label", label_names=("x", "y"), metric="accuracy",
+                train=(texts, [0, 1, 0]), test=(texts[:1], [0]))  # fmt: skip
+    row = input_lengths(tokenizer, {"t": task}, max_length=9).loc["t"]
+    assert row["median words"] == 2 and row["median tokens"] == 10  # 7, 10, 13 tokens
+    assert row["cut (%)"] == pytest.approx(200 / 3)  # 10 and 13 > 9

@@ -296,3 +296,71 @@ def test_table_51_is_the_authors_carry_over_prefix(model):
     assert not carry_over_prefix(broken, 768)[3]["within"]
     with pytest.raises(ValueError, match="positive"):
         carry_over_prefix(table, 0)
+
+
+@pytest.mark.parametrize("model", sorted(_TABLE_51))
+def test_the_library_table_51_is_the_thesis_table(model):
+    from lmsim.papers.thesis2022_redundancy.selection import THESIS_TABLE_51
+
+    rows = [[int(v) for v in line.split()] for line in _TABLE_51[model].splitlines()]
+    name = {"bert": "BERT-base", "distilbert": "distilBERT"}[model]
+    for j, tau in enumerate(sorted(THESIS_TABLE_51[name])):
+        assert THESIS_TABLE_51[name][tau] == [r[j] for r in rows]
+
+
+def test_all_16_transitions_of_table_51_fit_the_carry_over():
+    from lmsim.papers.thesis2022_redundancy.selection import carry_over_table
+
+    t = carry_over_table()
+    assert len(t) == 16 and t.fits.all() and set(t.model) == {"BERT-base", "distilBERT"}
+    assert list(t[t.model == "BERT-base"].prefix[:2]) == [7052, 3380]
+
+
+def _naive_carry_over(X, taus, seed):
+    """The authors' loop written out: scipy on 1 - |corrcoef| of the reduced matrix, local
+    indices applied to the full matrix."""
+    from scipy.cluster.hierarchy import fcluster, linkage
+    from scipy.spatial.distance import squareform
+
+    from lmsim.cluster import representatives
+
+    out, reduced = {}, X
+    for tau in sorted(taus):
+        dist = 1 - np.abs(np.nan_to_num(np.corrcoef(reduced.astype(np.float64).T)))
+        np.fill_diagonal(dist, 0)
+        lab = fcluster(linkage(squareform(dist, checks=False), "average"), tau, "distance")
+        _, first = np.unique(lab, return_index=True)
+        canon = np.empty_like(lab)  # clusters numbered by their first neuron, as lmsim does
+        for new, old in enumerate(lab[np.sort(first)]):
+            canon[lab == old] = new
+        out[tau] = representatives(canon, seed)
+        reduced = X[:, out[tau]]
+    return out
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_carry_over_selection_is_the_authors_loop(seed):
+    from lmsim.cluster import cluster_neurons
+    from lmsim.papers.thesis2022_redundancy.selection import carry_over_selection
+
+    rng = np.random.default_rng(seed)
+    base = rng.normal(size=(300, 6))
+    X = np.repeat(base, 5, axis=1) + rng.normal(scale=0.6, size=(300, 30))  # 6 groups of 5
+    X = X + 0.5 * base[:, [0]]  # correlates the groups a little, so higher τ merges more
+    taus = [0.2, 0.5, 0.8]
+    got = carry_over_selection(X, taus, seed=seed)
+    want = _naive_carry_over(X, taus, seed)
+    for tau in taus:
+        np.testing.assert_array_equal(got[tau], want[tau])
+    # every later τ keeps a prefix of the previous count's columns
+    for lo, hi in zip(taus[:-1], taus[1:], strict=True):
+        assert got[hi].max() < got[lo].size
+    first = cluster_neurons(X, 0.2)
+    again = carry_over_selection(X, taus, seed=seed, first=first)
+    assert all(np.array_equal(again[t], got[t]) for t in taus)
+    with pytest.raises(ValueError, match="at least one"):
+        carry_over_selection(X, [])
+    # one neuron left: it stays the only kept column at every higher τ
+    one = carry_over_selection(X, [0.2, 0.99, 0.999, 0.9999], seed=seed)
+    if one[0.99].size == 1:
+        assert list(one[0.999]) == list(one[0.9999]) == [0]

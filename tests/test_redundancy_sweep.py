@@ -58,9 +58,19 @@ def test_model_redundancy_equals_the_library_calls_it_stands_for():
     run = model_redundancy(
         "zoo/mlm-s0", sets, labels, thresholds=[0.5, 0.9], seeds=[0, 1], random_for=[0.9],
         n_boot=20, extract_kw=kw, epochs=2, device="cpu", reconstruct=True, n_targets=None,
+        n_clusters=[10, 10**6], carry_over=True,
     )  # fmt: skip
     X, dims = word_activations("zoo/mlm-s0", [s.words for s in sets["train"]], **kw)
     assert run["dims"] == dims
+    # the tree cut at exactly 10 clusters (a count above the width is dropped), probed per seed
+    (lab,) = cluster_cuts(X, [0.5], n_clusters=[10])[10][:1]
+    assert np.unique(lab).size == 10 and set(run["size_kept"][1]) == {10}
+    np.testing.assert_array_equal(run["size_kept"][1][10], representatives(lab, 1))
+    assert list(run["sizes"].n_neurons) == [10, 10] and set(run["sizes"].kind) == {"kept"}
+    from lmsim.papers.thesis2022_redundancy.selection import carry_over_selection
+
+    carried = carry_over_selection(X, [0.5, 0.9], seed=0)
+    assert all(np.array_equal(run["carry_over"][t], carried[t]) for t in (0.5, 0.9))
     np.testing.assert_allclose(run["variance"], X.astype(np.float64).var(axis=0), rtol=1e-10)
     for t, (lab, _) in cluster_cuts(X, [0.5, 0.9]).items():
         np.testing.assert_array_equal(run["cuts"][t], lab)

@@ -320,6 +320,31 @@ def test_with_seed_spread_is_the_satterthwaite_t_interval(seed):
     assert got.unit == f"test examples and {len(per_seed)} fine-tuning seeds"
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_with_seed_spread_seeds_df_is_the_conservative_t_interval(seed):
+    """df_rule="seeds": mean ± t_{S-1} sqrt(sd² + s²/S), never narrower than Satterthwaite's;
+    two seeds that agree no longer give the bootstrap's normal interval."""
+    rng = np.random.default_rng(seed)
+    per_seed = rng.normal(0.05, 0.02, size=2 + seed)
+    sd_units = rng.uniform(0.001, 0.03)
+    over = stats.Estimate(per_seed.mean(), -1, 1, unit="test sentences", n=80, sd=sd_units)
+    got = stats.with_seed_spread(over, per_seed, df_rule="seeds")
+    se = math.sqrt(sd_units**2 + per_seed.var(ddof=1) / per_seed.size)
+    half = scipy.stats.t.ppf(0.975, per_seed.size - 1) * se
+    assert (got.low, got.high) == pytest.approx((over.estimate - half, over.estimate + half))
+    assert got.df == per_seed.size - 1
+    wide = stats.with_seed_spread(over, per_seed)
+    assert got.low <= wide.low and got.high >= wide.high
+    agree = stats.Estimate(-0.0044, -1, 1, sd=0.002)
+    loose = stats.with_seed_spread(agree, [-0.0041, -0.0047])
+    tight = stats.with_seed_spread(agree, [-0.0041, -0.0047], df_rule="seeds")
+    assert (
+        loose.df > 100 and tight.df == 1 and tight.high - tight.low > 5 * (loose.high - loose.low)
+    )
+    with pytest.raises(ValueError, match="df_rule"):
+        stats.with_seed_spread(over, per_seed, df_rule="welch")
+
+
 def test_with_seed_spread_reduces_to_its_two_parts():
     """No test-set part: seed_summary's t interval. No seed spread: the normal interval."""
     values = [0.71, 0.66, 0.75]

@@ -1,11 +1,14 @@
 """Random same-size subsets and the dev-interval rule for "equal accuracy"."""
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from lmsim.cluster import kept_per_block
 from lmsim.papers.thesis2022_redundancy.subset_controls import (
+    best_on_dev,
     chosen_minus_reference,
+    dev_choice_bootstrap,
     equal_accuracy,
     kept_minus_drawn,
     key_at_share,
@@ -196,3 +199,92 @@ def test_random_for_draws_random_subsets_only_at_the_keys_given():
     rand = table[table.kind == "random"]
     assert list(rand.key) == [0.9, 0.9]
     assert set(table[table.kind == "kept"].key) == {0.5, 0.9}
+
+
+def _fake_table(seed, n_dev=12, n_test=15, keys=(0.1, 0.5, 0.9), sizes=(40, 12, 3)):
+    """subset_controls-like rows: per-word correctness of a reference and kept sets."""
+    rng = np.random.default_rng(seed)
+    groups = {k: np.sort(rng.integers(0, n, 4 * n)) for k, n in (("dev", n_dev), ("test", n_test))}
+    for k, n in (("dev", n_dev), ("test", n_test)):  # every sentence has a word
+        groups[k][:n] = np.arange(n)
+        groups[k] = np.sort(groups[k])
+    rows = []
+    for s in (0, 1, 2):
+        p = {"none": 0.9} | dict(zip(keys, (0.89, 0.86, 0.6), strict=True))
+        for key, n in (("none", 50), *zip(keys, sizes, strict=True)):
+            c = {k: rng.random(groups[k].size) < p[key] + rng.normal(0, 0.02) for k in groups}
+            rows.append(
+                dict(seed=s, key=key, kind="reference" if key == "none" else "kept",
+                     n_neurons=n, dev=c["dev"].mean(), test=c["test"].mean(),
+                     dev_correct=c["dev"], test_correct=c["test"])
+            )  # fmt: skip
+    return pd.DataFrame(rows), groups
+
+
+def _naive_choice(table, groups, margin, n_boot, seed):
+    """Loop over resamples: rebuild the resampled words, re-make the dev choice per seed."""
+    rng = np.random.default_rng(seed)
+    n = {k: groups[k].max() + 1 for k in groups}
+    picks = {k: [rng.integers(0, n[k], n[k]) for _ in range(n_boot)] for k in ("dev", "test")}
+    down, diff = [], []
+    for b in range(n_boot):
+        d, t = [], []
+        for _, part in table.groupby("seed", sort=False):
+
+            def acc(row, split, b=b):
+                words = np.concatenate(
+                    [np.flatnonzero(groups[split] == u) for u in picks[split][b]]
+                )
+                return row[f"{split}_correct"][words].mean()
+
+            ref = part[part.kind == "reference"].iloc[0]
+            chosen = ref
+            for _, row in part[part.kind == "kept"].iterrows():
+                if acc(row, "dev") - acc(ref, "dev") >= -margin * acc(ref, "dev"):
+                    chosen = row
+            d.append(1 - chosen.n_neurons / ref.n_neurons)
+            t.append(acc(chosen, "test") - acc(ref, "test"))
+        down.append(np.mean(d))
+        diff.append(np.mean(t))
+    return np.array(down), np.array(diff)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_dev_choice_bootstrap_matches_a_naive_loop(seed):
+    table, groups = _fake_table(seed)
+    got = dev_choice_bootstrap(table, groups, margin=0.02, n_boot=40, seed=seed)
+    down, diff = _naive_choice(table, groups, 0.02, 40, seed)
+    np.testing.assert_allclose(got["downsizing"].draws, down, atol=1e-12)
+    np.testing.assert_allclose(got["test_diff"].draws, diff, atol=1e-12)
+    # the observed choice is equal_accuracy's point rule
+    table = table.assign(dev_margin=0.02 * table.groupby("seed").dev.transform("first"))
+    table["dev_diff"] = table.dev - table.groupby("seed").dev.transform("first")
+    table["equal_point"] = table.dev_diff >= -table.dev_margin
+    table["test_diff"] = table.test - table.groupby("seed").test.transform("first")
+    e = equal_accuracy(table, rule="point")
+    assert list(got["observed"].key) == list(e.key)
+    assert got["downsizing"].estimate == pytest.approx(1 - e.kept_fraction.mean())
+    assert got["test_diff"].estimate == pytest.approx(e.test_diff.mean())
+    assert got["downsizing"].low <= got["downsizing"].estimate <= got["downsizing"].high
+    assert got["chosen"].sum() == pytest.approx(1.0)
+
+
+def test_dev_choice_bootstrap_is_not_zero_width_when_seeds_agree():
+    """A τ at the margin's edge: every seed picks it, but dev resamples do not."""
+    table, groups = _fake_table(0)
+    got = dev_choice_bootstrap(table, groups, margin=0.03, n_boot=200)
+    assert got["downsizing"].high - got["downsizing"].low > 0
+    assert len(got["chosen"]) >= 2
+
+
+def test_best_on_dev_chooses_by_dev_not_test():
+    table = pd.DataFrame(
+        dict(seed=[0, 0, 0, 1, 1], kind=["kept", "kept", "kept", "kept", "reference"],
+             key=[0.7, 0.9, 100, 0.9, "none"], n_neurons=[150, 30, 100, 30, 500],
+             dev=[0.9, 0.8, 0.85, 0.7, 0.95], test=[0.9, 0.95, 0.7, 0.6, 0.99])
+    )  # fmt: skip
+    best = best_on_dev(table, 100)
+    assert list(best.index) == [0, 1]
+    assert best.loc[0, "key"] == 100 and best.loc[0, "test"] == 0.7  # not the 0.95 on test
+    assert best.loc[1, "key"] == 0.9
+    assert best_on_dev(table, 10).empty

@@ -11,6 +11,7 @@ from lmsim.tasks import (
     ONTONOTES_TO_CONLL,
     Task,
     accuracy,
+    balanced_accuracy,
     baseline_score,
     entity_chunks,
     entity_f1,
@@ -129,6 +130,32 @@ def test_accuracy_matches_a_loop(seed):
     rng = np.random.default_rng(seed)
     pred, gold = rng.integers(0, 4, 50), rng.integers(0, 4, 50)
     assert accuracy(pred, gold) == sum(p == g for p, g in zip(pred, gold)) / 50
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("k", [2, 3, 5])
+def test_balanced_accuracy_matches_a_loop_of_recalls(seed, k):
+    rng = np.random.default_rng(seed)
+    gold = rng.integers(0, k, 60)
+    pred = np.where(rng.random(60) < 0.6, gold, rng.integers(0, k, 60))
+    recalls = []
+    for c in sorted(set(gold.tolist())):
+        rows = [i for i in range(60) if gold[i] == c]
+        recalls.append(sum(pred[i] == c for i in rows) / len(rows))
+    assert balanced_accuracy(pred, gold) == pytest.approx(sum(recalls) / len(recalls), abs=1e-12)
+    # A constant predictor scores 1/#classes whatever the shares; with balanced classes
+    # balanced accuracy is plain accuracy.
+    assert balanced_accuracy(np.full(60, gold[0]), gold) == pytest.approx(1 / len(set(gold)))
+    even = np.repeat(np.arange(k), 10)
+    guess = rng.integers(0, k, len(even))
+    assert balanced_accuracy(guess, even) == pytest.approx(accuracy(guess, even))
+
+
+def test_balanced_accuracy_task():
+    task = make_task("single_label", metric="balanced_accuracy")
+    assert "balanced_accuracy" in tasks.METRICS
+    assert score(task, np.array([[0.0, 1.0], [1.0, 0.0]])) == pytest.approx(1.0)
+    assert baseline_score(task) == pytest.approx(0.5)
 
 
 @pytest.mark.parametrize("seed", SEEDS)

@@ -96,8 +96,16 @@ def _short(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip(" ,;") + "…"
 
 
+# A note's first sentence ends at ". " or "; ", not after an abbreviation ("Jin et al. 2023",
+# "e.g. the drug set", "Fig. 6"), which would drop what follows (the seeds' note).
+_SENTENCE_END = re.compile(
+    r"(?<!\bal\.)(?<!\be\.g\.)(?<!\bi\.e\.)(?<!\bvs\.)(?<!\bcf\.)(?<!\bFig\.)(?<!\bFigs\.)"
+    r"(?<!\bEq\.)(?<!\bSec\.)(?<!\bApp\.)(?<!\bTab\.)(?<!\bNo\.)(?<=[.;])\s"
+)
+
+
 def _one_line(text, limit: int = 140) -> str:
-    first = re.split(r"(?<=[.;])\s", _cell(text), maxsplit=1)[0]
+    first = _SENTENCE_END.split(_cell(text), maxsplit=1)[0]
     return _short(first.rstrip(";,: ") or "—", limit)
 
 

@@ -98,6 +98,7 @@ from lmsim.lmd._overfit import (
     extrapolate_r2,
     learning_curve,
     overfit_table,
+    resampled_n_train,
     stein_factor,
 )
 from lmsim.lmd._problem import REGULARISERS
@@ -120,6 +121,7 @@ __all__ = [
     "extrapolate_r2",
     "learning_curve",
     "overfit_table",
+    "resampled_n_train",
     "stein_factor",
     "REGULARISERS",
     "CrossValR2",

@@ -37,8 +37,15 @@ class BootstrapResult:
         times: a shard drawn twice enters the fit with weight 2, and least squares on
         weighted rows has the estimation variance of ``n_eff`` distinct rows (about
         ``n / 2`` for a multinomial draw of as many shards as there are). Equal to
-        ``n_train`` when the train shards are not resampled. The over-fitting correction of
-        a replicate (:func:`~lmsim.lmd.replicate_views`) uses it.
+        ``n_train`` when the train shards are not resampled. Descriptive only: near
+        ``n_train ≈ p`` it over-states how much a replicate over-fits (a row drawn twice
+        does not cost as much as losing a row), so the over-fitting correction of a
+        replicate uses :func:`~lmsim.lmd.resampled_n_train` on :attr:`train_draws`.
+    train_draws : ndarray of shape (n_boot, n_shards) or None
+        How many times each train shard was drawn in each replicate (all ones when the
+        train shards are not resampled).
+    train_shard_sizes : ndarray of shape (n_shards,) or None
+        Samples per train shard, in the order of :attr:`train_draws`.
     """
 
     estimate: Decomposition
@@ -48,6 +55,8 @@ class BootstrapResult:
     level: float
     resample: str | None = None
     n_train_samples: np.ndarray | None = None
+    train_draws: np.ndarray | None = None
+    train_shard_sizes: np.ndarray | None = None
 
     @property
     def _quantiles(self) -> tuple[float, float]:
@@ -188,7 +197,8 @@ def bootstrap(
       Trust the raw intervals only when ``n_train`` is much larger than every basis
       width; the over-fitting-corrected ones (:func:`~lmsim.lmd.replicate_views`,
       :func:`~lmsim.lmd.bootstrap_estimate` with ``widths``) correct each replicate at
-      its effective ``n_train`` (:attr:`BootstrapResult.n_train_samples`).
+      its effective ``n_train`` for each basis width (:func:`~lmsim.lmd.resampled_n_train`
+      of :attr:`BootstrapResult.train_draws`).
 
     Parameters
     ----------
@@ -248,11 +258,12 @@ def bootstrap(
 
     estimate = run(np.ones(len(train_pool), int), np.ones(len(test_pool), int), quiet=False)
     rng = np.random.default_rng(seed)
-    group, rho, pair, n_eff = [], [], [], []
+    group, rho, pair, n_eff, train_draws = [], [], [], [], []
     for _ in tqdm(range(int(n_boot)), desc="LMD bootstrap", disable=not progress):
         train_counts = _draw(rng, len(train_pool)) if resample_train else np.ones(len(train_pool))
         test_counts = _draw(rng, len(test_pool)) if resample_test else np.ones(len(test_pool))
         n_eff.append(train_pool.effective_n(train_counts))
+        train_draws.append(np.asarray(train_counts, dtype=np.int64))
         dec = run(train_counts, test_counts)
         group.append(dec.group_r2.to_numpy())
         rho.append(dec.group_rho)
@@ -265,4 +276,6 @@ def bootstrap(
         level=float(level),
         resample=resample,
         n_train_samples=np.asarray(n_eff),
+        train_draws=np.stack(train_draws),
+        train_shard_sizes=train_pool.counts.cpu().numpy().astype(np.int64),
     )

@@ -15,8 +15,10 @@ biased test R².
 
 A test-only bootstrap holds the fit fixed and is too narrow for a claim about the models
 (``EVIDENCE.md`` §1): pass bootstraps made with ``resample="both"`` to resample the train
-shards too; each replicate is then corrected at its own effective ``n_train``
-(:attr:`~lmsim.lmd.BootstrapResult.n_train_samples`).
+shards too; each replicate is then corrected at its own effective ``n_train`` for each
+basis width (:func:`~lmsim.lmd.resampled_n_train`: the ``n`` at which Stein's factor equals
+the over-fitting of a fit on repeated shards; every shard once gives ``n_train``, so the
+point estimate is the same statistic).
 
 Beyond the paper (which reports point estimates of one split).
 """
@@ -29,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from lmsim.lmd._bootstrap import BootstrapResult
-from lmsim.lmd._overfit import debias_r2
+from lmsim.lmd._overfit import _replicate_n_train, debias_r2
 from lmsim.stats import Estimate
 
 __all__ = ["View", "bootstrap_estimate", "lowest_margin", "replicate_views"]
@@ -59,11 +61,13 @@ class View:
         return float(self.group_r2["group ρ"])
 
 
-def _view(group: np.ndarray, pair: np.ndarray, models, n_train, widths) -> View:
+def _view(group: np.ndarray, pair: np.ndarray, models, n_group, n_pair, widths) -> View:
+    """``n_group[i]``: the effective n_train of model i's group fit; ``n_pair[j]``: of a
+    pairwise fit on basis model j (scalars broadcast)."""
     if widths is not None:
         w = np.array([widths[m] for m in models], dtype=np.int64)
-        group = debias_r2(group, n_train, w.sum() - w)
-        pair = debias_r2(pair, n_train, w[None, :])  # basis = the column model
+        group = debias_r2(group, n_group, w.sum() - w)
+        pair = debias_r2(pair, np.broadcast_to(n_pair, w.shape)[None, :], w[None, :])
     series = pd.Series(np.append(group, np.mean(group)), index=[*models, "group ρ"])
     return View(series, pd.DataFrame(pair, index=models, columns=models))
 
@@ -76,9 +80,11 @@ def replicate_views(boot: BootstrapResult, widths: Mapping[str, int] | None = No
     boot : BootstrapResult
         From :func:`~lmsim.lmd.bootstrap`. With ``resample="test"`` every replicate keeps
         the estimate's ``n_train``; with the train shards resampled (``"both"``,
-        ``"train"``) each replicate is corrected at its own effective ``n_train``
-        (:attr:`BootstrapResult.n_train_samples`: a resample that repeats shards fits
-        fewer distinct sequences and over-fits more, and the correction follows it).
+        ``"train"``) each replicate is corrected at its own effective ``n_train`` for each
+        basis width (:func:`~lmsim.lmd.resampled_n_train` of
+        :attr:`BootstrapResult.train_draws`: a resample that repeats shards fits fewer
+        distinct sequences and over-fits more, and the correction follows it; every shard
+        once gives ``n_train``, the point estimate's).
     widths : mapping of str to int, optional
         Embedding width of every model; when given, every group R² is corrected with
         Stein's factor for ``n_train`` and its basis width (the other models' widths) and
@@ -95,13 +101,16 @@ def replicate_views(boot: BootstrapResult, widths: Mapping[str, int] | None = No
         if missing:
             raise KeyError(f"`widths` lacks the models {missing}; pass one width per model")
     models, n = list(dec.models), dec.n_train
-    out = [_view(dec.group_r2[models].to_numpy(), dec.pairwise_r2.to_numpy(), models, n, widths)]
+    out = [_view(dec.group_r2[models].to_numpy(), dec.pairwise_r2.to_numpy(), models, n, n, widths)]
     group = boot.group_r2_samples[models].to_numpy()
-    n_reps = boot.n_train_samples
-    if n_reps is None or len(n_reps) != len(group):
-        n_reps = np.full(len(group), n)
+    n_models = len(models)
+    if widths is not None:
+        w = np.array([widths[m] for m in models], dtype=np.int64)
+        n_reps = _replicate_n_train(boot, np.concatenate([w.sum() - w, w]))
+    else:
+        n_reps = np.full((len(group), 2 * n_models), float(n))
     for g, p, n_rep in zip(group, boot.pairwise_r2_samples, n_reps):
-        out.append(_view(g, p, models, n_rep, widths))
+        out.append(_view(g, p, models, n_rep[:n_models], n_rep[n_models:], widths))
     return out
 
 

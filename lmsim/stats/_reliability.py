@@ -287,7 +287,12 @@ def seed_summary(values, *, level: float = 0.95, unit: str = "seeds") -> Estimat
 
 
 def with_seed_spread(
-    over_units: Estimate, per_seed, *, seeds_unit: str = "seeds", max_df: int = 1000
+    over_units: Estimate,
+    per_seed,
+    *,
+    seeds_unit: str = "seeds",
+    max_df: int = 1000,
+    df_rule: str = "satterthwaite",
 ) -> Estimate:
     """Widen an interval over units (seeds averaged) by the spread of the estimate over seeds.
 
@@ -305,6 +310,12 @@ def with_seed_spread(
     :func:`seed_summary`'s t interval. The seed part already carries each seed's own test
     noise, so the sum errs wide.
 
+    With few seeds the Satterthwaite ``df`` is itself a noisy estimate: two seeds that
+    happen to agree give a tiny ``s_seeds²`` and a ``df`` in the hundreds, so the interval
+    is the bootstrap's alone. ``df_rule="seeds"`` uses ``df = S − 1`` instead, the lower
+    bound of the Satterthwaite value (``se² ≥ s_seeds² / S``): the conservative interval
+    that treats the whole standard error as if it were estimated from the seeds.
+
     Parameters
     ----------
     over_units : Estimate
@@ -315,6 +326,9 @@ def with_seed_spread(
     seeds_unit : str
         What a seed is (``"fine-tuning seeds"``), for the record's unit.
     max_df : int
+    df_rule : {"satterthwaite", "seeds"}
+        The degrees of freedom of the t quantile: Welch–Satterthwaite's (default), or the
+        seeds' own ``S − 1`` (conservative; what a page with two or three seeds should use).
 
     Returns
     -------
@@ -327,6 +341,8 @@ def with_seed_spread(
     Satterthwaite (1946), An approximate distribution of estimates of variance components.
     Biometrics Bulletin 2(6), 110–114.
     """
+    if df_rule not in ("satterthwaite", "seeds"):
+        raise ValueError(f"`df_rule` must be 'satterthwaite' or 'seeds', got {df_rule!r}")
     values = np.asarray(per_seed, dtype=np.float64).ravel()
     n_seeds = len(values)
     if n_seeds < 2 or not np.isfinite(values).all():
@@ -347,6 +363,8 @@ def with_seed_spread(
     if seed_var > 0:
         # rounded down, past the float error of se**4 / seed_var**2 at a seed-only se
         df = max(1, min(max_df, math.floor(se**4 * (n_seeds - 1) / seed_var**2 * (1 + 1e-9))))
+    if df_rule == "seeds":
+        df = n_seeds - 1
     half = t_quantile((1 + over_units.level) / 2, df) * se
     return Estimate(
         over_units.estimate,
@@ -355,7 +373,8 @@ def with_seed_spread(
         over_units.level,
         f"{over_units.unit} and {n_seeds} {seeds_unit}",
         over_units.n,
-        f"t interval (df {df}, Satterthwaite) of the bootstrap SE over {over_units.unit} "
+        f"t interval (df {df}, {'Satterthwaite' if df_rule == 'satterthwaite' else 'seeds - 1'})"
+        f" of the bootstrap SE over {over_units.unit} "
         f"combined with the SD over {n_seeds} {seeds_unit}",
         sd=se,
         values=tuple(values),

@@ -17,7 +17,9 @@ its kind and its metric. The kinds (``KINDS``) fix how labels and logits look:
 
 Inputs of sequence kinds are strings or pairs ``(str, str)``. Metrics (``METRICS``) are the
 paper's (Jin et al. 2023, App. B): accuracy, Matthews correlation (CoLA), Pearson
-correlation (STS-B), macro-F1 over the annotated emotions, and CoNLL entity F1 (NER).
+correlation (STS-B), macro-F1 over the annotated emotions, and CoNLL entity F1 (NER);
+besides them balanced accuracy (the mean recall over classes: a constant predictor scores
+1/#classes whatever the class shares), for sets whose majority class dominates.
 Pure numpy: nothing here touches models, disk or the hub.
 
 :func:`check_labels` and :func:`check_label_names` are the one validator of labels and
@@ -32,6 +34,7 @@ The package, by concern: ``_task`` (:class:`Task`, the kinds and how a part is c
 from lmsim.tasks._entity_types import ONTONOTES_TO_CONLL, map_entity_types, map_task_entity_types
 from lmsim.tasks._metrics import (
     accuracy,
+    balanced_accuracy,
     entity_chunks,
     entity_f1,
     matthews_corrcoef,
@@ -50,6 +53,7 @@ __all__ = [
     "check_labels",
     "check_label_names",
     "accuracy",
+    "balanced_accuracy",
     "matthews_corrcoef",
     "pearson",
     "multilabel_macro_f1",

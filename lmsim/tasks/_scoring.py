@@ -9,6 +9,7 @@ import numpy as np
 from lmsim.tasks._entity_types import map_entity_types
 from lmsim.tasks._metrics import (
     accuracy,
+    balanced_accuracy,
     entity_f1,
     matthews_corrcoef,
     multilabel_macro_f1,
@@ -93,6 +94,8 @@ def score_predictions(task: Task, predictions, part: str = "test", *, labels=Non
         raise ValueError(f"{len(predictions)} predictions but {len(gold)} gold labels")
     if task.metric == "accuracy":
         return accuracy(predictions, gold)
+    if task.metric == "balanced_accuracy":
+        return balanced_accuracy(predictions, gold)
     if task.metric == "matthews":
         return matthews_corrcoef(predictions, gold)
     if task.metric == "pearson":

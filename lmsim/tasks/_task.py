@@ -10,10 +10,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 KINDS = ("single_label", "multi_label", "regression", "token")
-METRICS = ("accuracy", "matthews", "pearson", "macro_f1", "entity_f1")
+METRICS = ("accuracy", "balanced_accuracy", "matthews", "pearson", "macro_f1", "entity_f1")
 PARTS = ("train", "validation", "test")
 _METRIC_KINDS = {
     "accuracy": ("single_label",),
+    "balanced_accuracy": ("single_label",),
     "matthews": ("single_label",),
     "pearson": ("regression",),
     "macro_f1": ("multi_label",),
@@ -32,7 +33,7 @@ class Task:
     kind : {"single_label", "multi_label", "regression", "token"}
     label_names : tuple of str
         Class names, emotion names, ``("score",)`` or IOB2 tags; ``n_labels`` of them.
-    metric : {"accuracy", "matthews", "pearson", "macro_f1", "entity_f1"}
+    metric : {"accuracy", "balanced_accuracy", "matthews", "pearson", "macro_f1", "entity_f1"}
     train, test : tuple (inputs, labels)
         Two lists of the same length (``train`` may be empty for a test-only set).
     validation : tuple (inputs, labels) or None

@@ -41,10 +41,13 @@ Language Models. ICLR. Sec. 4.1-4.3, App. B (data sets and partitions).
 """
 
 from lmsim.papers.jin2023_regmean._claims import (
+    NOT_DOMAIN_CLAIMS,
     NOT_RUN,
     PAPER_CLAIMS,
+    PREREQUISITES,
     PaperClaim,
     identity_checks,
+    learning_failures,
     report_claims,
     seed_notes,
 )
@@ -52,6 +55,9 @@ from lmsim.papers.jin2023_regmean._compare import (
     Fixed,
     constant_run,
     ensemble_run,
+    learning_checks,
+    majority_floors,
+    majority_run,
     paired_difference,
     run_predictions,
     side_scores,
@@ -95,6 +101,7 @@ from lmsim.papers.jin2023_regmean._scoring import (
     best_on_validation,
     domain_tables,
     greedy_order,
+    input_lengths,
     mean_logits,
     relative_change,
     validation_scores,
@@ -106,7 +113,9 @@ from lmsim.papers.jin2023_regmean._setups import (
     domain_setup,
     holdout_split,
     noniid_split,
+    ood_task,
     pool,
+    with_metric,
 )
 from lmsim.papers.jin2023_regmean._stats import published_stats
 from lmsim.papers.jin2023_regmean._sweeps import alpha_one_check, pairwise_alpha_sweep
@@ -132,6 +141,7 @@ __all__ = [
     "greedy_order",
     "greedy_runs",
     "holdout_split",
+    "ood_task",
     "identity_checks",
     "initial_model",
     "inverse_float32_regmean",
@@ -167,4 +177,12 @@ __all__ = [
     "validation_score",
     "validation_scores",
     "weight_distances",
+    "input_lengths",
+    "PREREQUISITES",
+    "NOT_DOMAIN_CLAIMS",
+    "with_metric",
+    "majority_run",
+    "majority_floors",
+    "learning_failures",
+    "learning_checks",
 ]

@@ -29,21 +29,23 @@ class PaperClaim:
     rule: str
     paper: str = "—"
     note: str = ""
+    role: str = "paper"  # EVIDENCE.md §10: paper, beyond, method (prerequisites), contrast, control
 
 
 # Keys the page's estimates are stored under; "{setup}" keys are per domain setup.
 PAPER_CLAIMS: dict[str, PaperClaim] = {
     "individuals_learn": PaperClaim(
-        "{setup}: the individual models beat the constant predictor by 5 points (the merges "
-        "are not noise)",
-        "> 0.05",
+        "{setup}: the individual models beat their set's majority floor (they learn)",
+        "> 0",
         note="a prerequisite of this page, not a paper claim",
+        role="method",
     ),
     "domains_differ": PaperClaim(
         "{setup}: each domain's own model beats the other domains' models on its domain "
         "(the setup has domains)",
         "> 0",
         note="a prerequisite of the domain claims, not a paper claim",
+        role="method",
     ),
     "table1_vs_avg": PaperClaim(
         "merging non-i.i.d. partition models (RegMean) beats the average individual (Table 1)",
@@ -58,12 +60,12 @@ PAPER_CLAIMS: dict[str, PaperClaim] = {
     "fig3_drop": PaperClaim(
         "{setup}: a pairwise RegMean merge scores below the domain's own model (Fig. 3)",
         "< 0",
-        "RoBERTa-base Emotion, DH: −12 % (Simple −55 %)",
+        "Fig. 3, same-head bars (the −12 % / −55 % in its text are the DH setting's)",
     ),
     "fig3_vs_simple": PaperClaim(
         "{setup}: pairwise RegMean merges beat simple averaging (Fig. 3)",
         "> 0",
-        "RoBERTa-base Emotion: −12 % vs −55 % relative change",
+        "Fig. 3, same-head bars (the −12 % / −55 % in its text are the DH setting's)",
     ),
     "fig3_vs_fisher": PaperClaim(
         "{setup}: pairwise RegMean merges beat Fisher averaging (Fig. 3)", "> 0", "Fig. 3"
@@ -113,22 +115,26 @@ PAPER_CLAIMS: dict[str, PaperClaim] = {
         "{setup}: RegMean beats task arithmetic in-domain (beyond the paper; λ on validation)",
         "> 0",
         note="task arithmetic (Ilharco et al. 2023) is not in the paper",
+        role="beyond",
     ),
     "beyond_ties": PaperClaim(
         "{setup}: RegMean beats TIES in-domain (beyond the paper; λ on validation)",
         "> 0",
         note="TIES (Yadav et al. 2023) is not in the paper",
+        role="beyond",
     ),
     "fig3_beyond_ta": PaperClaim(
         "{setup}: a pairwise RegMean merge beats pairwise task arithmetic (beyond the paper; "
         "λ on validation)",
         "> 0",
         note="task arithmetic (Ilharco et al. 2023) is not in the paper",
+        role="beyond",
     ),
     "fig3_beyond_ties": PaperClaim(
         "{setup}: a pairwise RegMean merge beats pairwise TIES (beyond the paper; λ on validation)",
         "> 0",
         note="TIES (Yadav et al. 2023) is not in the paper",
+        role="beyond",
     ),
     "table6_batches": PaperClaim(
         "more Gram batches give a better merge than one batch (Table 6)",
@@ -157,8 +163,8 @@ PAPER_CLAIMS: dict[str, PaperClaim] = {
         "RegMean best on most GLUE pairs",
     ),
     "fig6_subset": PaperClaim(
-        "{setup}: a greedy subset (size chosen on OOD validation) beats merging all models out "
-        "of domain (Fig. 6)",
+        "{setup}: a greedy merge of a subset (k >= 2 models, k chosen on OOD validation) "
+        "beats merging all models out of domain (Fig. 6)",
         "> 0",
         "merging a subset is better than merging all (RoBERTa-base, same head)",
     ),
@@ -196,12 +202,52 @@ NOT_RUN: dict[str, tuple[str, str]] = {
 }
 
 
+# Claims measured outside any domain setup: a failed domain prerequisite leaves them testable.
+NOT_DOMAIN_CLAIMS = ("table1_vs_avg", "table1_vs_simple", "fig4_vs_simple")
+PREREQUISITES = ("individuals_learn", "domains_differ")
+# App. D's permutation diagnostics compare two fine-tunes of one start unit by unit: they need
+# models that moved, not models that beat a floor, so a failed prerequisite leaves them testable.
+UNGATED = ("fig7_weights", "fig8_activations")
+
+
+def learning_failures(checks: Mapping[str, Mapping], floor: float = 0.0) -> list[str]:
+    """The domains whose own model does not clear its majority floor (the prerequisite).
+
+    Parameters
+    ----------
+    checks : dict of domain -> dict
+        :func:`learning_checks`'s result.
+    floor : float
+        The margin the pooled interval's low end must clear (the claim's rule ``> floor``).
+
+    Returns
+    -------
+    list of str
+        ``"<domain>: <difference> [<low>, <high>], per seed <values>"`` for each failing
+        domain (empty when every domain's model learns).
+    """
+    out = []
+    for d, check in checks.items():
+        pooled = check["pooled"]
+        if pooled.low > floor:
+            continue
+        each = ", ".join(f"{e.estimate:+.3f}" for e in check["per_seed"])
+        out.append(
+            f"{d}: {pooled.estimate:+.3f} [{pooled.low:+.3f}, {pooled.high:+.3f}] over its "
+            f"majority floor, per seed {each}"
+        )
+    return out
+
+
 def report_claims(
     claims,
     estimates: Mapping[str, object],
     notes: Mapping[str, str] | None = None,
     *,
     paper_profile: bool = False,
+    groups: Mapping[str, Mapping[str, object]] | None = None,
+    untestable: Mapping[str, str] | None = None,
+    focus_setup: str | None = None,
 ):
     """Record every measured paper claim, then the ones this profile does not run.
 
@@ -209,33 +255,61 @@ def report_claims(
     ----------
     claims : lmsim.claims.Claims
     estimates : dict of str to Estimate
-        Keyed ``"<claim key>"`` or ``"<claim key>:<setup>"`` (:data:`PAPER_CLAIMS`); keys
-        without an estimate are skipped.
+        Keyed ``"<claim key>"`` or ``"<claim key>:<setup>"`` (:data:`PAPER_CLAIMS`; a
+        per-domain prerequisite ``"individuals_learn:<setup>/<domain>"``); keys without an
+        estimate are skipped.
     notes : dict of str to str, optional
-        Extra notes by the same keys (appended to the claim's own).
+        Extra notes by the same keys (put before the claim's own). A note starting "first
+        seed only" also marks the claim's text "(first seed only)".
     paper_profile : bool
         The paper profile runs the paper's data and models: that "not run" row is left out.
+    groups : dict of str to dict of str to Estimate, optional
+        Per key, the estimates of its groups (a prerequisite's seeds), judged by the same
+        rule (:meth:`lmsim.claims.Claims.report`'s ``groups``).
+    untestable : dict of str to str, optional
+        Setup -> why its claims cannot be tested (a domain model that does not learn,
+        :func:`learning_failures`). Every claim of that setup but the prerequisites is
+        recorded "not testable here" with this reason, its estimate shown (App. D's
+        :data:`UNGATED` diagnostics excepted); the claims without a setup suffix belong to
+        ``focus_setup`` unless they are in :data:`NOT_DOMAIN_CLAIMS`.
+    focus_setup : str, optional
 
     Returns
     -------
     lmsim.claims.Claims
     """
-    notes = dict(notes or {})
+    notes, groups, untestable = dict(notes or {}), dict(groups or {}), dict(untestable or {})
     for key, estimate in estimates.items():
         base, _, setup = key.partition(":")
         spec = PAPER_CLAIMS[base]
-        note = "; ".join(n for n in (spec.note, notes.get(key, "")) if n)
+        # The seeds first: a landing table shows a note's first sentence only.
+        note = "; ".join(n for n in (notes.get(key, ""), spec.note) if n)
+        text = spec.text.format(setup=setup)
+        if notes.get(key, "").startswith("first seed only"):
+            text += " (first seed only)"
+        owner = setup.partition("/")[0] or (focus_setup if base not in NOT_DOMAIN_CLAIMS else "")
+        if base not in PREREQUISITES + UNGATED and owner in untestable:
+            claims.not_testable(
+                text,
+                f"needs models that learn: {untestable[owner]}; {note}",
+                paper=spec.paper,
+                measured=estimate,
+                role=spec.role,
+            )
+            continue
         claims.report(
-            spec.text.format(setup=setup),
+            text,
             estimate=estimate,
             rule=spec.rule,
             paper=spec.paper,
             note=note,
+            role=spec.role,
+            **({"groups": groups[key], "pooled": "fine-tuning seeds"} if key in groups else {}),
         )
     for text, (paper, note) in NOT_RUN.items():
         if paper_profile and text.startswith("the paper's data sets"):
             continue
-        claims.not_run(text, paper=paper, note=note)
+        claims.not_run(text, paper=paper, note=note, role="paper")
     return claims
 
 

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 import numpy as np
+import pandas as pd
 
 from lmsim.papers.jin2023_regmean._scoring import mean_logits
 from lmsim.stats import Estimate, paired_bootstrap, with_seed_spread
@@ -166,6 +167,34 @@ class _Table:
         return float(np.mean(values))
 
 
+def example_groups(tasks: Sequence[Task], part: str = "test") -> np.ndarray | None:
+    """(n_rows,) a resampling group per row of a comparison: one per distinct test example.
+
+    A comparison may list one task several times (a domain in each of its pairs, Figs. 3-5,
+    Table 8); its examples are then scored twice, and resampling the two copies independently
+    understates the standard error by up to √2. Rows of the same task object and example
+    index share a label. None when every task appears once (each row its own unit).
+
+    Returns
+    -------
+    ndarray of int64, shape (n_rows,), or None
+        Rows in :class:`_Table`'s order (tasks in order, examples in order): the label is the
+        first position of the row's task in ``tasks`` times the largest task size, plus the
+        example index.
+    """
+    tasks = list(tasks)
+    first = {}
+    for i, t in enumerate(tasks):
+        first.setdefault(id(t), i)
+    if len(first) == len(tasks):
+        return None
+    sizes = [len(t.subset(part)[1]) for t in tasks]
+    width = max(sizes, default=0) + 1
+    return np.concatenate(
+        [first[id(t)] * width + np.arange(n, dtype=np.int64) for t, n in zip(tasks, sizes)]
+    ).astype(np.int64)
+
+
 def _predictions(scorer, runs, tasks, part, type_map) -> list[list]:
     return [
         [run_predictions(scorer, r, t, part, type_map, i) for i, t in enumerate(tasks)]
@@ -229,7 +258,9 @@ def paired_difference(
         seed (a merge per seed), or the individual models a floor averages. A side's score
         is the mean over its runs.
     tasks : sequence of Task
-        Scored on ``part``; the score is the mean over the tasks of each task's metric.
+        Scored on ``part``; the score is the mean over the tasks of each task's metric. A
+        task listed several times (the same object) has its examples resampled together:
+        one draw of an example takes its every copy (:func:`example_groups`).
     part : str
     type_map : dict, optional
         As in :func:`run_predictions`.
@@ -256,11 +287,13 @@ def paired_difference(
     table = _Table(tasks, part, _predictions(scorer, [*a, *b], tasks, part, type_map))
     rows_a = np.stack([table.rows(s) for s in range(len(a))])
     rows_b = np.stack([table.rows(len(a) + s) for s in range(len(b))])
+    groups = example_groups(tasks, part)
     over_examples = paired_bootstrap(
         rows_a,
         rows_b,
         table.statistic,
-        unit="test examples",
+        unit="test examples" if groups is None else "test examples (repeats grouped)",
+        groups=groups,
         seeds="mean",
         n_boot=n_boot,
         level=level,
@@ -271,7 +304,8 @@ def paired_difference(
     scores_a = [table.statistic(r) for r in rows_a]
     scores_b = [table.statistic(r) for r in rows_b]
     per_seed = _by_seed(scores_a, n_seeds, "A") - _by_seed(scores_b, n_seeds, "B")
-    over_examples = replace(over_examples, unit="test examples")
+    unit = "test examples" if groups is None else "test examples (repeats grouped)"
+    over_examples = replace(over_examples, unit=unit)
     return with_seed_spread(over_examples, per_seed, seeds_unit=SEEDS_UNIT)
 
 
@@ -287,3 +321,91 @@ def _by_seed(scores: Sequence[float], n_seeds: int, side: str) -> np.ndarray:
             f"n_seeds={n_seeds}: pass each seed's runs together, seed by seed"
         )
     return np.asarray(scores, dtype=np.float64).reshape(n_seeds, -1).mean(axis=1)
+
+
+def majority_run(tasks: Sequence[Task], part: str = "test") -> Fixed:
+    """Each set's own majority floor: its most frequent ``part`` class, predicted for all.
+
+    The strictest constant a table can be held to (the majority of the examples it scores,
+    not of some training pool): a model below it on a set has learnt nothing the set's label
+    shares do not give. Single-label tasks only.
+    """
+    return constant_run(tasks, part, train_of=lambda t: t.subset(part)[1])
+
+
+def majority_floors(tasks: Mapping[str, Task], part: str = "test") -> pd.DataFrame:
+    """Per set: its metric, the majority floor under it, and raw accuracy's majority share.
+
+    Parameters
+    ----------
+    tasks : dict of str to Task
+        Single-label sets by name (a setup's domains and out-of-domain sets).
+    part : str
+
+    Returns
+    -------
+    DataFrame indexed by set
+        ``examples``, ``majority class``, ``majority share`` (the always-majority accuracy,
+        in points), ``metric`` and ``floor`` (the always-majority predictor's score under
+        the set's metric, in points: 50 for balanced accuracy on two classes).
+    """
+    rows = {}
+    for name, task in tasks.items():
+        if task.kind != "single_label":
+            raise ValueError(f"majority floors are for single-label sets; {name!r} is {task.kind}")
+        gold = np.asarray(task.subset(part)[1])
+        counts = np.bincount(gold, minlength=task.n_labels)
+        majority = int(counts.argmax())
+        rows[name] = {
+            "examples": len(gold),
+            "majority class": task.label_names[majority],
+            "majority share": 100 * counts[majority] / len(gold),
+            "metric": task.metric,
+            "floor": 100 * score_predictions(task, np.full(len(gold), majority), part),
+        }
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("set")
+
+
+def learning_checks(
+    scorer,
+    runs_by_domain: Mapping[str, Sequence],
+    tasks: Mapping[str, Task],
+    *,
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> dict[str, dict]:
+    """Does each domain's own model beat that domain's majority floor, per seed and pooled?
+
+    Parameters
+    ----------
+    scorer : lmsim.papers.jin2023_regmean.Scorer
+    runs_by_domain : dict of str to sequence of runs
+        Domain -> its own model's runs, one per fine-tuning seed (``(name, model)``).
+    tasks : dict of str to Task
+        Domain -> its in-domain task (scored on its test part).
+    n_boot, seed
+        As in :func:`paired_difference`.
+
+    Returns
+    -------
+    dict of domain -> dict
+        ``pooled``: the paired difference (model minus the domain's majority floor, see
+        :func:`majority_run`) over test examples and, with two or more seeds, the seeds;
+        ``per_seed``: one paired interval (test examples) per seed.
+    """
+    out = {}
+    for d, runs in runs_by_domain.items():
+        task = tasks[d]
+        floor = [majority_run([task])]
+        per_seed = [
+            paired_difference(scorer, [r], floor, [task], n_boot=n_boot, seed=seed) for r in runs
+        ]
+        pooled = (
+            paired_difference(
+                scorer, list(runs), floor, [task], n_boot=n_boot, seed=seed, n_seeds=len(runs)
+            )
+            if len(runs) > 1
+            else per_seed[0]
+        )
+        out[d] = {"pooled": pooled, "per_seed": per_seed}
+    return out

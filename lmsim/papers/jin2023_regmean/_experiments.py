@@ -212,7 +212,9 @@ def greedy_runs(lab, scorer, setup: DomainSetup, name_of: Callable[[str], str]) 
     -------
     dict
         ``order`` (model names), ``validation`` (the k-merges' validation scores),
-        ``k`` (the chosen size), ``runs`` (k -> predictions on ``setup.ood_whole``),
+        ``k`` (the chosen size; 1 is the best individual, no merge), ``k_merge`` (the size
+        chosen among the merges proper, k >= 2), ``runs`` (k -> predictions on
+        ``setup.ood_whole``),
         ``best`` (the best individual's run, the first in order).
     """
     named = {name_of(d): lab.models[name_of(d)] for d in setup.domains}
@@ -226,7 +228,12 @@ def greedy_runs(lab, scorer, setup: DomainSetup, name_of: Callable[[str], str]) 
             validation[k] = validation_score(scorer, ood_val, setup.type_map)(model)
             runs[k] = snapshot(scorer, model, (), ood, setup.type_map)
     k = max(validation, key=lambda n: (validation[n], -n))
-    return {"order": order, "validation": validation, "k": k, "runs": runs, "best": runs[1]}
+    merges = {n: v for n, v in validation.items() if n >= 2}
+    k_merge = max(merges, key=lambda n: (merges[n], -n))
+    return {
+        "order": order, "validation": validation, "k": k, "k_merge": k_merge, "runs": runs,
+        "best": runs[1],
+    }  # fmt: skip
 
 
 def own_vs_others(lab, scorer, setup: DomainSetup, name_of: Callable[[str], str]):

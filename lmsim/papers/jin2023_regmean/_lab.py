@@ -298,14 +298,65 @@ class MergeLab:
             The chosen merge and ``{keyword: value, ..., "validation": score}``.
         """
         keys = list(grid)
-        best, chosen = None, None
+        linear = _LINEAR_IN_SCALING.get(method) and "scaling" in grid and "exclude" not in kw
+        best, chosen, merged = None, None, {}
         for values in itertools.product(*(list(grid[k]) for k in keys)):
             settings = dict(zip(keys, values))
-            model = self.merge(names, method, **kw, **settings)
+            others = tuple((k, v) for k, v in settings.items() if k != "scaling")
+            if linear and others in merged:  # θ0 + λ τ: rescale the merge made at λ0
+                model = rescaled(self.base(names[0]), *merged[others], settings["scaling"])
+            else:
+                model = self.merge(names, method, **kw, **settings)
+                if linear and settings["scaling"] != 0:
+                    merged[others] = (model, settings["scaling"])
             value = float(validate(model))
             if chosen is None or value > chosen["validation"]:
                 best, chosen = model, {**settings, "validation": value}
         return best, chosen
+
+
+# Task-vector methods whose merge is θ0 + λ τ with τ independent of λ (``scaling``): task
+# arithmetic (Σ τ_i) and TIES (the trimmed, sign-elected τ); DARE's τ is too, but its drop
+# masks are drawn per call, so it is merged afresh.
+_LINEAR_IN_SCALING = {"task_arithmetic": True, "ties": True}
+
+
+def rescaled(base, model, scaling: float, new_scaling: float):
+    """The task-vector merge at ``λ' = new_scaling`` from the one made at ``λ = scaling``.
+
+    ``θ(λ') = θ0 + (λ'/λ) (θ(λ) − θ0)`` for every parameter (``θ0`` the ``base``'s), which
+    is exact for task arithmetic and TIES, whose merged task vector does not depend on λ;
+    a grid over λ then costs one merge per other setting (TIES's trim and sign election,
+    the expensive part, once per density).
+
+    Parameters
+    ----------
+    base : nn.Module
+        The models' start, in their class (:meth:`MergeLab.base`).
+    model : nn.Module
+        The merge at ``scaling`` (not changed).
+    scaling, new_scaling : float
+        ``scaling`` must not be 0.
+
+    Returns
+    -------
+    nn.Module
+        A copy of ``model`` with the rescaled parameters (buffers copied).
+    """
+    import copy
+
+    import torch
+
+    if scaling == 0:
+        raise ValueError("`scaling` must not be 0: the merge at λ = 0 holds no task vector")
+    start = dict(base.named_parameters())
+    out = copy.deepcopy(model)
+    ratio = float(new_scaling) / float(scaling)
+    with torch.no_grad():
+        for name, p in out.named_parameters():
+            b = start[name].to(dtype=torch.float64, device=p.device)
+            p.copy_((b + ratio * (p.double() - b)).to(p.dtype))
+    return out
 
 
 def gram_megabytes(grams: Mapping) -> float:

@@ -48,12 +48,18 @@ def weight_distances(w_a, w_b) -> np.ndarray:
     return np.sqrt(np.maximum(sq, 0.0))
 
 
-def activation_similarity(z_a, z_b) -> np.ndarray:
+def activation_similarity(z_a, z_b, *, normalize: bool = False) -> np.ndarray:
     """``C = Z_Aᵀ Z_B`` (Fig. 8's similarity), activations of the same tokens in two models.
 
     Parameters
     ----------
     z_a, z_b : array_like of shape (n_tokens, n_units)
+    normalize : bool, default=False
+        Divide by the column norms: ``C_ij = z_a[:, i] · z_b[:, j] / (‖z_a[:, i]‖ ‖z_b[:, j]‖)``
+        (cosine similarity of the units' activation vectors). Unnormalised, a few units with
+        large activations dominate every row (column stripes), so a row's largest entry says
+        more about unit ``j``'s scale than about its likeness to unit ``i``. A unit that is
+        never active (a zero column) gets similarity 0.
 
     Returns
     -------
@@ -64,7 +70,12 @@ def activation_similarity(z_a, z_b) -> np.ndarray:
         raise ValueError(
             f"activations must be two 2-d arrays of one shape, got {a.shape}, {b.shape}"
         )
-    return a.T @ b
+    c = a.T @ b
+    if normalize:
+        na, nb = np.linalg.norm(a, axis=0), np.linalg.norm(b, axis=0)
+        scale = np.outer(na, nb)
+        c = np.divide(c, scale, out=np.zeros_like(c), where=scale > 0)
+    return c
 
 
 def diagonal_match(matrix, closer: str = "smaller") -> np.ndarray:

@@ -182,8 +182,9 @@ def domain_tables(
         rule), the same model in both tables. ``"test"``: the best on the very sets the
         table reports (per out-of-domain set in Table 3), an oracle kept for comparison.
     ood_part : {"test", "whole"}, default="test"
-        Table 3 on each OOD set's test part, or on the whole set (``setup.ood_whole``; use
-        with ``best_on="validation"``, where nothing is chosen on the OOD sets).
+        Table 3 on each OOD set's test part, or on ``setup.ood_whole`` (the part scored
+        everywhere else: the same test part, never a validation example, since
+        :func:`~lmsim.papers.jin2023_regmean.ood_task` draws the validation part apart).
 
     Returns
     -------
@@ -232,3 +233,40 @@ def domain_tables(
         row = on(task, setup.type_map)
         table3[o] = {**summary([row]), "MTL": float(row["MTL"])}
     return table2, table3
+
+
+def input_lengths(tokenizer, tasks: Mapping[str, Task], max_length: int, part: str = "train"):
+    """How much of each set's inputs the models see: median words and tokens, share cut.
+
+    Parameters
+    ----------
+    tokenizer
+        The models' tokenizer (special tokens counted, as the models see them).
+    tasks : dict of str to Task
+        Sequence tasks (a text or a text pair per example) by name.
+    max_length : int
+        The page's cut (inputs are truncated to it).
+    part : str
+
+    Returns
+    -------
+    DataFrame indexed by set
+        ``examples``, ``median words``, ``median tokens`` (untruncated) and ``cut (%)``:
+        the share of inputs longer than ``max_length`` tokens.
+    """
+    import pandas as pd
+
+    rows = {}
+    for name, task in tasks.items():
+        inputs = list(task.subset(part)[0])
+        texts = [x if isinstance(x, str) else " ".join(x) for x in inputs]
+        tokens = np.array(
+            [len(tokenizer(t, truncation=False, verbose=False)["input_ids"]) for t in texts]
+        )  # untruncated on purpose: no "longer than the maximum" warning
+        rows[name] = {
+            "examples": len(texts),
+            "median words": float(np.median([len(t.split()) for t in texts])),
+            "median tokens": float(np.median(tokens)),
+            "cut (%)": 100 * float(np.mean(tokens > max_length)),
+        }
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("set")

@@ -95,6 +95,21 @@ def holdout_split(task: Task, fraction: float = 0.5, seed: int = 0) -> Task:
     return task.with_parts(validation=task.subset("test", val), test=task.subset("test", test))
 
 
+def ood_task(task: Task, n_test: int | None, seed: int = 0) -> Task:
+    """An out-of-domain set with a validation part disjoint from the test part it is scored on.
+
+    The validation part (which orders the greedy merge, Fig. 6, and picks Table 7's pair) is
+    the set's own validation split, else its training split (an out-of-domain set is never
+    trained on), else a seeded half of its test split (:func:`holdout_split`); each part is
+    capped at ``n_test``. The test part is never a validation example: nothing chosen on the
+    validation part is scored on it.
+    """
+    if task.validation is None and task.train is not None and len(task.train[1]) > 0:
+        task = task.with_parts(validation=task.train)
+    task = holdout_split(task, seed=seed)
+    return task.with_parts(validation=cap(task.validation, n_test), test=cap(task.test, n_test))
+
+
 @dataclass(frozen=True)
 class DomainSetup:
     """Models trained on different domains of one task (Sec. 4.3).
@@ -109,11 +124,12 @@ class DomainSetup:
     type_map : dict of str to str or None
         Entity types of the domains' tags renamed to the OOD sets' (token tasks only).
     ood_whole : dict of str to Task
-        Each out-of-domain set whole, as its ``test`` part: its validation and test parts
-        pooled where the validation part was cut from the set's test split
-        (:func:`holdout_split`), else its test part. Table 3 scores these when no "best"
-        is chosen on the set (``domain_tables(ood_part="whole")``); the greedy merge, which
-        is ordered on the validation part, is scored on ``ood``'s test part.
+        The out-of-domain sets as scored: each set's test part, never its validation part
+        (:func:`ood_task` takes that from the set's validation or training split, else a
+        disjoint half of its test split). Table 3, Table 7 and the greedy merge (Fig. 6) are
+        scored on these; what they choose is chosen on ``ood``'s validation parts. (It once
+        pooled both halves of a split test set, so choices made on the validation half were
+        scored on it too.)
     """
 
     name: str
@@ -191,19 +207,8 @@ def _named_setup(name: str, spec: Mapping, n_train, n_test, n_val, seed) -> Doma
         domains[d] = task.with_parts(
             train=cap(task.train, n_train), validation=val, test=cap(task.test, n_test)
         )
-    ood, whole = {}, {}
-    for d, source in dict(spec.get("ood", {})).items():
-        loaded = load_task(source, seed=seed)
-        task = holdout_split(loaded, seed=seed)
-        ood[d] = task.with_parts(
-            validation=cap(task.validation, n_test), test=cap(task.test, n_test)
-        )
-        # Cut from the test split: the two halves together are the whole (capped) set.
-        whole[d] = (
-            ood[d].with_parts(test=pool(ood[d].validation, ood[d].test))
-            if loaded.validation is None
-            else ood[d]
-        )
+    ood = {d: ood_task(load_task(source, seed=seed), n_test, seed)
+           for d, source in dict(spec.get("ood", {})).items()}  # fmt: skip
     first = next(iter(domains.values()))
     for d, task in domains.items():
         if (task.kind, task.label_names) != (first.kind, first.label_names):
@@ -213,7 +218,31 @@ def _named_setup(name: str, spec: Mapping, n_train, n_test, n_val, seed) -> Doma
                 f"{list(first.label_names)[:6]}...; merged domain models need one label space"
             )
     sources = {"sources": dict(spec["domains"])}
-    return DomainSetup(name, domains, ood, spec.get("type_map"), sources, whole)
+    return DomainSetup(name, domains, ood, spec.get("type_map"), sources, dict(ood))
+
+
+def with_metric(setup: DomainSetup, metric: str) -> DomainSetup:
+    """The setup with every in-domain and out-of-domain set scored by ``metric``.
+
+    Parameters
+    ----------
+    setup : DomainSetup
+    metric : str
+        One of :data:`lmsim.tasks.METRICS` that scores the sets' kind (checked by
+        :class:`lmsim.tasks.Task`).
+
+    Returns
+    -------
+    DomainSetup
+        The same data, parts and names; only ``metric`` differs.
+    """
+
+    def swap(tasks):
+        return {k: dataclasses.replace(t, metric=metric) for k, t in tasks.items()}
+
+    return dataclasses.replace(
+        setup, domains=swap(setup.domains), ood=swap(setup.ood), ood_whole=swap(setup.ood_whole)
+    )
 
 
 def domain_setup(
@@ -237,12 +266,16 @@ def domain_setup(
         (:func:`lmsim.data.keyword_domains`); an OOD domain's training rows become its
         validation part — or ``{"domains": {domain: <load_task name>}, "ood": {name:
         <load_task name>}, "type_map": {type: type}}`` — separate sets sharing one label
-        space; an OOD set without a validation part gives half of its test part to one
-        (:func:`holdout_split`). ``type_map`` renames the models' entity types into an OOD
+        space; an OOD set's validation part is its validation split, else its training
+        split (never trained on), else half of its test split (:func:`ood_task`). ``type_map`` renames the models' entity types into an OOD
         set's when it is scored (the default: models keep every type of their data);
         ``"relabel": {type: type}`` instead renames the domains' own tags before training
         (:func:`lmsim.tasks.map_task_entity_types`; the authors' released code trains the
         OntoNotes models on PER, ORG and LOC only: ``lmsim.tasks.ONTONOTES_TO_CONLL``).
+        Either form may add ``"metric": <name>`` (one of :data:`lmsim.tasks.METRICS` for the
+        sets' kind) to score every set of the setup by it instead of its own
+        (:func:`with_metric`; ``"balanced_accuracy"`` for sentiment sets whose majority class
+        holds 60-80 % of the examples).
     n_train, n_test : int or None
         Caps on every domain's training examples and on every test (and OOD validation)
         part; None keeps all.
@@ -274,6 +307,8 @@ def domain_setup(
             f"domain setup {name!r} must have `keywords` (with `set`) or `domains`, got keys "
             f"{sorted(spec)}"
         )
+    if spec.get("metric"):
+        setup = with_metric(setup, spec["metric"])
     if len(setup.domains) < 2:
         raise ValueError(f"domain setup {name!r} has {len(setup.domains)} in-domain set(s); need 2")
     empty = [d for d, t in setup.domains.items() if not t.train[1] or not t.test[1]]

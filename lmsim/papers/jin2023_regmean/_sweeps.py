@@ -8,7 +8,10 @@ Language Models. ICLR. Sec. 4.4 ("Impact of Scaling Non-Diagonal Values"), Fig. 
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
+
+from lmsim.merge import SingularGramWarning
 
 
 def pairwise_alpha_sweep(
@@ -35,14 +38,23 @@ def pairwise_alpha_sweep(
     pandas.DataFrame
         Columns ``pair`` ("a+b"), ``alpha``, ``model`` (whose set), ``score``: one row per
         pair, α and member, so that α's can be compared on the same (pair, set) units.
+
+    Notes
+    -----
+    A pair's Gram sums of the pooler and the head are singular (two models' inputs span
+    fewer directions than the layer is wide); ``merge_models`` solves them with its
+    documented ridge, and the :class:`~lmsim.merge.SingularGramWarning` is not repeated here
+    (as in :func:`pairwise_runs`).
     """
     import pandas as pd
 
     rows = []
-    for a, b in pairs:
-        for alpha in alphas:
-            model = merge([a, b], float(alpha))
-            rows += [(f"{a}+{b}", float(alpha), n, float(score(model, n))) for n in (a, b)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SingularGramWarning)
+        for a, b in pairs:
+            for alpha in alphas:
+                model = merge([a, b], float(alpha))
+                rows += [(f"{a}+{b}", float(alpha), n, float(score(model, n))) for n in (a, b)]
     return pd.DataFrame(rows, columns=["pair", "alpha", "model", "score"])
 
 

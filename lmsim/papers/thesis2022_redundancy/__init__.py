@@ -55,7 +55,10 @@ from lmsim.papers.thesis2022_redundancy.redundancy import (
 )
 from lmsim.papers.thesis2022_redundancy.selection import (
     POLICIES,
+    THESIS_TABLE_51,
     carry_over_prefix,
+    carry_over_selection,
+    carry_over_table,
     expected_kept_per_layer,
     is_refinement,
     only_layer_bound,
@@ -65,7 +68,9 @@ from lmsim.papers.thesis2022_redundancy.selection import (
     select_representatives,
 )
 from lmsim.papers.thesis2022_redundancy.subset_controls import (
+    best_on_dev,
     chosen_minus_reference,
+    dev_choice_bootstrap,
     equal_accuracy,
     kept_minus_drawn,
     key_at_share,
@@ -94,7 +99,9 @@ __all__ = [
     "thesis_kept_share",
     "thesis_losses",
     "unit_halves",
+    "best_on_dev",
     "chosen_minus_reference",
+    "dev_choice_bootstrap",
     "kept_minus_drawn",
     "seed_pooled_difference",
     "uniform_subset",
@@ -117,6 +124,9 @@ __all__ = [
     "paired_bootstrap",
     "POLICIES",
     "carry_over_prefix",
+    "carry_over_selection",
+    "carry_over_table",
+    "THESIS_TABLE_51",
     "policy_table",
     "prob_only_layer",
     "probe_sweep",

@@ -38,7 +38,10 @@ from lmsim.cluster import neuron_blocks, representatives
 
 __all__ = [
     "POLICIES",
+    "THESIS_TABLE_51",
     "carry_over_prefix",
+    "carry_over_table",
+    "carry_over_selection",
     "select_representatives",
     "expected_kept_per_layer",
     "prob_only_layer",
@@ -49,6 +52,33 @@ __all__ = [
 ]
 
 POLICIES = ("random", "first", "last", "max_score")
+
+# The thesis's Table 5.1: kept neurons per layer (0 = embeddings, 768 neurons each) at
+# τ = 0.1, 0.2, ..., 0.9, for BERT-base (12 layers) and distilBERT (6 layers).
+THESIS_TABLE_51 = {
+    "BERT-base": {
+        0.1: [600, 536, 553, 568, 552, 553, 552, 500, 530, 528, 512, 534, 534],
+        0.2: [454, 355, 289, 305, 332, 366, 326, 332, 504, 117, 0, 0, 0],
+        0.3: [359, 368, 362, 356, 146, 0, 0, 0, 0, 0, 0, 0, 0],
+        0.4: [344, 364, 32, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+        0.5: [559] + [0] * 12,
+        0.6: [527] + [0] * 12,
+        0.7: [471] + [0] * 12,
+        0.8: [271] + [0] * 12,
+        0.9: [45] + [0] * 12,
+    },
+    "distilBERT": {
+        0.1: [751, 743, 730, 739, 718, 717, 691],
+        0.2: [595, 463, 407, 443, 420, 436, 356],
+        0.3: [441, 460, 426, 445, 30, 0, 0],
+        0.4: [383, 400, 125, 0, 0, 0, 0],
+        0.5: [525, 92, 0, 0, 0, 0, 0],
+        0.6: [528, 0, 0, 0, 0, 0, 0],
+        0.7: [498, 0, 0, 0, 0, 0, 0],
+        0.8: [360, 0, 0, 0, 0, 0, 0],
+        0.9: [84, 0, 0, 0, 0, 0, 0],
+    },
+}
 
 
 def _labels(labels) -> np.ndarray:
@@ -353,4 +383,87 @@ def carry_over_prefix(table: Mapping, width: int) -> list[dict]:
                 within=all(c <= r for c, r in zip(counts, room, strict=True)),
             )
         )
+    return out
+
+
+def carry_over_table(tables: Mapping[str, Mapping] | None = None, width: int = 768) -> pd.DataFrame:
+    """:func:`carry_over_prefix` for every model of a published table, one row per τ-to-τ
+    transition, with ``fits`` (every layer within the prefix and the last kept layer exactly
+    the predicted one).
+
+    Parameters
+    ----------
+    tables : mapping of str to mapping of float to sequence of int, optional
+        ``{model: {τ: kept per layer}}``; default the thesis's :data:`THESIS_TABLE_51`.
+    width : int
+        Neurons per layer.
+
+    Returns
+    -------
+    DataFrame
+        ``model``, ``tau``, ``prefix``, ``last_layer``, ``predicted_last``, ``within``,
+        ``fits``.
+    """
+    rows = []
+    for model, table in (THESIS_TABLE_51 if tables is None else tables).items():
+        rows += [dict(model=model, **c) for c in carry_over_prefix(table, width)]
+    out = pd.DataFrame(rows)
+    return out.assign(fits=out.within & (out.last_layer == out.predicted_last))
+
+
+def carry_over_selection(
+    X, thresholds: Sequence[float], *, seed: int = 0, first=None, device=None
+) -> dict[float, np.ndarray]:
+    """The authors' τ loop, simulated: each τ re-clusters the previous τ's reduced matrix and
+    applies the returned *local* column indices to the full matrix.
+
+    In ``run_neuron_selection`` (``fdalvi/analyzing-redundancy-in-pretrained-transformer-models``,
+    ``experiments/labeling/run_pipeline_all.py``) the first τ clusters all neurons; every
+    later τ clusters ``X_filtered``, the full matrix restricted to the previous τ's kept
+    columns, and keeps ``filter_activations_keep_neurons(independent_neurons,
+    X_layer_filtered)``: indices into the reduced matrix used as columns of the full one.
+    The kept set at τ is therefore a subset of ``range(N)``, ``N`` the previous τ's count,
+    whatever the correlations of the neurons it names (:func:`carry_over_prefix`).
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_words, n_neurons)
+        Training activations, layers in depth order (embeddings first).
+    thresholds : sequence of float
+        τ, visited in ascending order (the authors' configuration order).
+    seed : int
+        :func:`lmsim.cluster.representatives`' draw (NeuroX's uniform pick), the same at
+        every τ.
+    first : ndarray of int, shape (n_neurons,), optional
+        Cluster labels of all neurons at the smallest τ, when already computed (the single
+        tree cut at that τ is the same clustering): saves one full clustering.
+    device
+        :func:`lmsim.cluster.cluster_neurons`' device.
+
+    Returns
+    -------
+    dict of float to ndarray of int64
+        ``{τ: kept columns of the full matrix}``, ascending; at the smallest τ the single cut's
+        representatives.
+    """
+    from lmsim.cluster import cluster_neurons
+
+    taus = sorted(float(t) for t in thresholds)
+    if not taus:
+        raise ValueError("`thresholds` must hold at least one τ")
+    out: dict[float, np.ndarray] = {}
+    columns = None
+    for tau in taus:
+        if columns is None:
+            labels = first if first is not None else cluster_neurons(X, tau, device=device)
+            labels = _labels(labels)
+            if labels.size != X.shape[1]:
+                raise ValueError(f"`first` labels {labels.size} neurons, `X` has {X.shape[1]}")
+        elif columns.size < 2:  # one neuron left: one cluster (nothing to correlate)
+            labels = np.zeros(columns.size, dtype=np.int64)
+        else:
+            labels = cluster_neurons(X[:, columns], tau, device=device)
+        # the carry-over: local indices of the reduced matrix, used as full-matrix columns
+        columns = representatives(labels, seed)
+        out[tau] = columns
     return out

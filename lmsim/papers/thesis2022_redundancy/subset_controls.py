@@ -48,6 +48,8 @@ __all__ = [
     "seed_pooled_difference",
     "kept_minus_drawn",
     "chosen_minus_reference",
+    "best_on_dev",
+    "dev_choice_bootstrap",
 ]
 
 _SPLITS = ("train", "dev", "test")
@@ -336,7 +338,7 @@ def subset_controls(
                 **r.accuracy,
                 epochs_run=r.n_epochs,
                 converged=r.converged,
-                stop=r.stop_reason,
+                stop=r.stopped_by,
                 gradient=r.gradient,
             )
             for split in ("dev", "test"):
@@ -412,7 +414,9 @@ def equal_accuracy(table: pd.DataFrame, reference="none", rule: str = "interval"
     return pd.DataFrame(out)
 
 
-def seed_pooled_difference(per_seed_words, groups, *, n_boot: int = 1000, seed: int = 0):
+def seed_pooled_difference(
+    per_seed_words, groups, *, n_boot: int = 1000, seed: int = 0, df_rule: str = "satterthwaite"
+):
     """Mean of per-word differences over seeds, with an interval over test sentences and
     seeds (:func:`lmsim.stats.with_seed_spread`).
 
@@ -423,6 +427,9 @@ def seed_pooled_difference(per_seed_words, groups, *, n_boot: int = 1000, seed: 
         correct, averaged over keys), all on the same test words.
     groups : ndarray, shape (n_words,)
         Each word's sentence (the resampling unit).
+    df_rule : {"satterthwaite", "seeds"}
+        :func:`lmsim.stats.with_seed_spread`'s degrees of freedom; ``"seeds"`` (``S − 1``)
+        where two or three seeds could agree by chance (the random subsets' seeds).
 
     Returns
     -------
@@ -440,7 +447,7 @@ def seed_pooled_difference(per_seed_words, groups, *, n_boot: int = 1000, seed: 
     )  # fmt: skip
     if len(diffs) < 2:
         return over
-    return stats.with_seed_spread(over, diffs.mean(axis=1), seeds_unit="seeds")
+    return stats.with_seed_spread(over, diffs.mean(axis=1), seeds_unit="seeds", df_rule=df_rule)
 
 
 def kept_minus_drawn(table: pd.DataFrame, kind: str = "random", keys=None) -> list[np.ndarray]:
@@ -507,3 +514,145 @@ def key_at_share(table: pd.DataFrame, max_share: float):
     kept = table[table.kind == "kept"].drop_duplicates("key")
     small = kept[kept.n_neurons <= max_share * ref]
     return None if small.empty else small.sort_values("n_neurons").key.iloc[-1]
+
+
+def best_on_dev(table: pd.DataFrame, max_neurons: int, *, kind: str = "kept") -> pd.DataFrame:
+    """Per seed, the ``kind`` row with at most ``max_neurons`` neurons and the best *dev*
+    accuracy: a set chosen on dev, to be scored on test (never chosen by its test score).
+
+    Parameters
+    ----------
+    table : DataFrame
+        :func:`subset_controls`' rows (``seed``, ``kind``, ``key``, ``n_neurons``, ``dev``,
+        ``test``), possibly several tables concatenated (e.g. τ cuts and a cut at exactly
+        ``max_neurons`` clusters).
+    max_neurons : int
+        Largest set allowed.
+
+    Returns
+    -------
+    DataFrame
+        One row per seed with a candidate (the seed as index): the chosen row's columns.
+        Ties in dev accuracy go to the smaller set, then to the first row.
+    """
+    small = table[(table.kind == kind) & (table.n_neurons <= int(max_neurons))]
+    if small.empty:
+        return small.set_index("seed")
+    order = small.assign(_row=np.arange(len(small)))
+    order = order.sort_values(
+        ["seed", "dev", "n_neurons", "_row"], ascending=[True, False, True, True]
+    )
+    return order.groupby("seed", sort=False).head(1).drop(columns="_row").set_index("seed")
+
+
+def _sentence_sums(correct: np.ndarray, groups: np.ndarray, n_units: int) -> np.ndarray:
+    return np.bincount(groups, weights=np.asarray(correct, dtype=np.float64), minlength=n_units)
+
+
+def dev_choice_bootstrap(
+    table: pd.DataFrame,
+    groups: Mapping[str, np.ndarray],
+    *,
+    margin: float = 0.01,
+    relative: bool = True,
+    reference="none",
+    n_boot: int = 1000,
+    level: float = 0.95,
+    seed: int = 0,
+) -> dict:
+    """The dev choice of "equal accuracy" with its sampling error: dev and test sentences
+    resampled together, the choice re-made on every resample's dev set.
+
+    :func:`equal_accuracy` (``rule="point"``) picks, per seed, the last key (the largest τ)
+    whose dev accuracy is within ``margin`` of the reference's. An interval over the seeds
+    alone is zero-width when every seed picks the same τ, though another draw of dev
+    sentences could pick another. Here each resample draws dev sentences and test sentences
+    (independently, with replacement), recomputes every key's and the reference's dev
+    accuracy from the per-word correctness already in ``table`` (no probe is refitted),
+    re-applies the rule at every seed, and scores the chosen sets on the resampled test
+    sentences. The statistics are means over the seeds; the interval is the percentile
+    interval over the resamples.
+
+    Parameters
+    ----------
+    table : DataFrame
+        :func:`subset_controls`' rows of one model and task, with ``dev_correct`` and
+        ``test_correct``.
+    groups : dict
+        ``{"dev": ..., "test": ...}``: each word's sentence (ints ``0 .. n_sentences − 1``).
+    margin, relative
+        The rule: dev accuracy minus the reference's ``>= -margin`` (times the reference's
+        dev accuracy on the same resample when ``relative``).
+    reference : key
+    n_boot, level, seed
+        Resamples, coverage, and the resampling seed. A choice is discrete, so the
+        percentile interval can miss the observed value; it is then widened to include it.
+
+    Returns
+    -------
+    dict
+        ``downsizing`` (Estimate: one minus the chosen kept share, seed mean), ``test_diff``
+        (Estimate: the chosen set's test accuracy minus the reference's, seed mean),
+        ``chosen`` (Series: share of resamples x seeds choosing each key, the reference
+        where none passed), ``observed`` (per seed, the observed choice: key, downsizing,
+        test_diff).
+    """
+    from lmsim import stats
+
+    if int(n_boot) < 2 or not 0 < level < 1:
+        raise ValueError(f"need `n_boot` >= 2 and `level` in (0, 1), got {n_boot}, {level}")
+    g = {k: np.asarray(groups[k], dtype=np.int64) for k in ("dev", "test")}
+    n_units = {k: int(g[k].max()) + 1 for k in g}
+    words = {k: np.bincount(g[k], minlength=n_units[k]).astype(np.float64) for k in g}
+    rng = np.random.default_rng(seed)
+    weights = {
+        k: np.stack([np.bincount(rng.integers(0, n_units[k], n_units[k]), minlength=n_units[k])
+                     for _ in range(int(n_boot))]).astype(np.float64)
+        for k in ("dev", "test")
+    }  # fmt: skip
+    seeds = list(dict.fromkeys(table.seed))
+    down = np.zeros((int(n_boot), len(seeds)))
+    diff = np.zeros_like(down)
+    picks, observed = [], []
+    for j, s in enumerate(seeds):
+        part = table[table.seed == s]
+        ref = part[part.kind == "reference"].iloc[0]
+        kept = part[(part.kind == "kept") & (part.key != reference)]
+        keys = list(kept.key)
+        share = np.concatenate([kept.n_neurons.to_numpy() / ref.n_neurons, [1.0]])
+        sums = {
+            k: np.stack([_sentence_sums(c, g[k], n_units[k])
+                         for c in [*kept[f"{k}_correct"], ref[f"{k}_correct"]]], axis=1)
+            for k in ("dev", "test")
+        }  # fmt: skip
+        acc = {k: np.vstack([sums[k].sum(0) / words[k].sum(),
+                             (weights[k] @ sums[k]) / (weights[k] @ words[k])[:, None]])
+               for k in ("dev", "test")}  # fmt: skip
+        # row 0: the observed sets; rows 1..: the resamples; last column: the reference
+        tol = margin * (acc["dev"][:, -1:] if relative else 1.0)
+        ok = acc["dev"][:, :-1] - acc["dev"][:, -1:] >= -tol
+        last = np.where(ok.any(axis=1), ok.shape[1] - 1 - np.argmax(ok[:, ::-1], axis=1), -1)
+        col = np.where(last >= 0, last, len(keys))
+        rows = np.arange(col.size)
+        d = 1.0 - share[col]
+        t = acc["test"][rows, col] - acc["test"][:, -1]
+        down[:, j], diff[:, j] = d[1:], t[1:]
+        observed.append(dict(seed=s, key=keys[col[0]] if col[0] < len(keys) else reference,
+                             downsizing=d[0], test_diff=t[0]))  # fmt: skip
+        picks += [keys[c] if c < len(keys) else reference for c in col[1:]]
+    obs = pd.DataFrame(observed)
+    unit = "dev and test sentences (the dev choice re-made per resample; seeds averaged)"
+    method = f"percentile bootstrap ({int(n_boot)} resamples of dev and test sentences)"
+    out = {}
+    for name, draws, value in (
+        ("downsizing", down.mean(axis=1), obs.downsizing.mean()),
+        ("test_diff", diff.mean(axis=1), obs.test_diff.mean()),
+    ):
+        lo, hi = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2])
+        out[name] = stats.Estimate(
+            value, min(lo, value), max(hi, value), level, unit, n_units["dev"] + n_units["test"],
+            method, sd=float(draws.std(ddof=1)), draws=draws,
+        )  # fmt: skip
+    out["chosen"] = pd.Series(picks, dtype=object).value_counts(normalize=True, sort=False)
+    out["observed"] = obs
+    return out

@@ -28,6 +28,7 @@ from lmsim.papers.thesis2022_redundancy.redundancy import (
     layer_subsets,
     scipy_agreement,
 )
+from lmsim.papers.thesis2022_redundancy.selection import carry_over_selection
 from lmsim.papers.thesis2022_redundancy.subset_controls import (
     same_size_subset,
     subset_controls,
@@ -78,6 +79,8 @@ def model_redundancy(
     compare: Mapping | None = None,
     reconstruct: bool = False,
     n_targets: int | None = 2000,
+    n_clusters: Sequence[int] = (),
+    carry_over: bool = False,
     **probe_kwargs,
 ) -> dict:
     """Everything the probing page reports about one model, its activations dropped after.
@@ -125,6 +128,14 @@ def model_redundancy(
         size (per layer, and from any layer) reconstruct linearly.
     n_targets : int or None
         :func:`lmsim.cluster.reconstruction_r2`'s sample of target neurons.
+    n_clusters : sequence of int
+        The same tree also cut into exactly this many clusters (e.g. 100: "fewer than 100
+        neurons" asked of a model whose smallest τ set is larger); one representative per
+        cluster at every seed, probed like the τ sets (``sizes`` in the output).
+    carry_over : bool
+        Also simulate the authors' τ loop with its index carry-over
+        (:func:`lmsim.papers.thesis2022_redundancy.selection.carry_over_selection`, first
+        seed; no probes): ``carry_over`` in the output.
     **probe_kwargs
         :func:`lmsim.probe.train_probe` options (``epochs``, ``lr``, ``tol``, ...).
 
@@ -142,7 +153,10 @@ def model_redundancy(
         neurons' accuracies, ``converged``, ``stop``, ``steps``) and ``curves`` (accuracy
         per split after every epoch, or every 10 L-BFGS iterations); ``correct`` (per task,
         the probe on all neurons' per-word correctness on test); ``reconstruction`` (with
-        ``reconstruct``, else empty); ``seconds``.
+        ``reconstruct``, else empty); ``sizes`` (with ``n_clusters``: the
+        :func:`subset_controls` rows of the exact-count cuts, keys the counts, ``task``
+        column; else empty) and ``size_kept`` ({seed: {count: kept columns}}); ``carry_over``
+        ({τ: kept columns} of the simulated loop, empty without ``carry_over``); ``seconds``.
     """
     seeds = [int(s) for s in seeds]
     seconds: dict[str, float] = {}
@@ -151,17 +165,22 @@ def model_redundancy(
     seconds["extract"] = time.perf_counter() - start
 
     start = time.perf_counter()
-    cuts = {t: lab for t, (lab, _) in cluster_cuts(X["train"], thresholds).items()}
+    # a count at least the width keeps every neuron: nothing to cut
+    counts = [int(k) for k in n_clusters if int(k) < X["train"].shape[1]]
+    tree = cluster_cuts(X["train"], thresholds, n_clusters=counts)
+    cuts = {t: lab for t, (lab, _) in tree.items() if isinstance(t, float)}
+    by_count = {k: tree[k][0] for k in counts}
     seconds["cluster"] = time.perf_counter() - start
     n = X["train"].shape[1]
     kept = {s: {t: representatives(lab, s) for t, lab in cuts.items()} for s in seeds}
+    size_kept = {s: {k: representatives(lab, s) for k, lab in by_count.items()} for s in seeds}
 
     def columns(seed):
         return {"none": np.arange(n)} | kept[int(seed)]
 
     groups = {k: sentence_groups(sets[k]) for k in ("dev", "test")}
     words = {k: [w for s in sets[k] for w in s.words] for k in _SPLITS}
-    controls, baseline, subsets, penalty, solvers, curves = [], [], [], [], [], []
+    controls, baseline, subsets, penalty, solvers, curves, sizes = [], [], [], [], [], [], []
     correct = {}
     for task, (y, names) in labels.items():
         start = time.perf_counter()
@@ -184,6 +203,13 @@ def model_redundancy(
             groups=groups, n_boot=n_boot, cache=cache, **kw,
         )  # fmt: skip
         controls.append(table.assign(task=task))
+        if counts:
+            table = subset_controls(
+                X, y, lambda s: {"none": np.arange(n)} | size_kept[int(s)], dims,
+                n_classes=len(names), seeds=seeds, n_random=0, groups=groups, n_boot=n_boot,
+                margin=margin, relative=relative, cache=cache, **kw,
+            )  # fmt: skip
+            sizes.append(table[table.kind == "kept"].assign(task=task))
         _add_time(seconds, "probes (τ, seeds, random subsets)", start)
         start = time.perf_counter()
         table = subset_controls(
@@ -217,6 +243,12 @@ def model_redundancy(
     scipy = scipy_agreement(X["train"], thresholds, max_rows=scipy_rows)
     seconds["scipy check"] = time.perf_counter() - start
     start = time.perf_counter()
+    carried = {}
+    if carry_over:
+        low = min(cuts)
+        carried = carry_over_selection(X["train"], sorted(cuts), seed=seeds[0], first=cuts[low])
+        seconds["carry-over loop (authors' pipeline)"] = time.perf_counter() - start
+    start = time.perf_counter()
     recon = (
         reconstruction_table(X["train"], X["test"], kept[seeds[0]], dims, seed=seeds[0],
                              n_targets=n_targets)
@@ -240,6 +272,9 @@ def model_redundancy(
         curves=pd.DataFrame(curves).assign(model=model),
         correct=correct,
         reconstruction=recon.assign(model=model) if len(recon) else recon,
+        sizes=pd.concat(sizes, ignore_index=True).assign(model=model) if sizes else pd.DataFrame(),
+        size_kept=size_kept,
+        carry_over=carried,
         seconds=seconds,
     )
 
@@ -311,7 +346,7 @@ def _reference(X, y, classes, words, seed, kw, cache):
     )  # fmt: skip
     row = dict(key="none", n_neurons=n, **r.accuracy, majority=r.majority["test"])
     row.update(epochs_run=r.n_epochs, converged=r.converged, control=c.accuracy["test"])
-    row.update(stop=r.stop_reason, gradient=r.gradient)
+    row.update(stop=r.stopped_by, gradient=r.gradient)
     row["selectivity"] = row["test"] - row["control"]
     return r, pd.DataFrame([row]), correct["test"]
 
@@ -322,7 +357,7 @@ def _solver_rows(r, task, solvers, curves, name=None) -> None:
     name = name or r.settings.get("solver", "adam")
     solvers.append(
         dict(task=task, solver=name, **r.accuracy, converged=r.converged,
-             stop=r.stop_reason or ("rule" if r.converged else "max epochs"),
+             stop=r.stopped_by,
              steps=r.n_epochs, gradient=r.gradient, rule=r.stopping_rule)
     )  # fmt: skip
     for split, values in r.curves.items():
