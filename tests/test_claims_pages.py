@@ -29,8 +29,6 @@ NOT_CONVERTED: set[str] = set()  # every page is converted
 # and is empty when the round ends.
 NOT_IN_CHECKLIST_FORM: set[str] = {
     "he2022_twotower/02_preference_gpu",  # executed 2026-11-26, no GPU since: see its notice
-    "wu2020_similarity/01_representations",
-    "wu2020_similarity/03_finetuning",
     "zhang2022_lmd/01_decomposition",
 }
 _FOLDED = ("parameters", "injected-parameters")

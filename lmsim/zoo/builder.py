@@ -193,7 +193,12 @@ def _warn_if_stale(name: str, prof: ZooProfile) -> None:
         )
 
 
-def model_dir(name: str, profile: str | ZooProfile | None = None, build: bool = True) -> Path:
+def model_dir(
+    name: str,
+    profile: str | ZooProfile | None = None,
+    build: bool = True,
+    progress: bool = False,
+) -> Path:
     """Folder of zoo model ``name``, built (with what it depends on) if missing.
 
     Parameters
@@ -204,6 +209,10 @@ def model_dir(name: str, profile: str | ZooProfile | None = None, build: bool = 
         None: ``"default"``.
     build : bool
         Train the model when it is not cached; otherwise raise ``FileNotFoundError``.
+    progress : bool
+        Show the on-demand training's progress bar. Off by default: models load on demand
+        inside other calls (``load_model("zoo/...")``, extraction) whose callers asked for
+        no progress, and executed pages print none (``python -m lmsim.zoo build`` shows it).
 
     Returns
     -------
@@ -220,7 +229,7 @@ def model_dir(name: str, profile: str | ZooProfile | None = None, build: bool = 
         raise FileNotFoundError(
             f"zoo model {name!r} (profile {prof.name!r}) is not built; {_build_hint(prof)}"
         )
-    return build_model(name, prof)
+    return build_model(name, prof, progress=progress)
 
 
 def build_model(
