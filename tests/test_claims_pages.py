@@ -30,7 +30,6 @@ NOT_CONVERTED: set[str] = set()  # every page is converted
 NOT_IN_CHECKLIST_FORM: set[str] = {
     "he2022_twotower/02_preference_gpu",  # executed 2026-11-26, no GPU since: see its notice
     "zhang2022_lmd/01_decomposition",
-    "zhang2022_lmd/02_beyond_the_paper",
 }
 _FOLDED = ("parameters", "injected-parameters")
 
