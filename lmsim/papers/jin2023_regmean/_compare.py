@@ -192,7 +192,7 @@ def example_groups(tasks: Sequence[Task], part: str = "test") -> np.ndarray | No
     width = max(sizes, default=0) + 1
     return np.concatenate(
         [first[id(t)] * width + np.arange(n, dtype=np.int64) for t, n in zip(tasks, sizes)]
-    ).astype(np.int64)
+    )
 
 
 def _predictions(scorer, runs, tasks, part, type_map) -> list[list]:
@@ -288,11 +288,12 @@ def paired_difference(
     rows_a = np.stack([table.rows(s) for s in range(len(a))])
     rows_b = np.stack([table.rows(len(a) + s) for s in range(len(b))])
     groups = example_groups(tasks, part)
+    unit = "test examples" if groups is None else "test examples (repeats grouped)"
     over_examples = paired_bootstrap(
         rows_a,
         rows_b,
         table.statistic,
-        unit="test examples" if groups is None else "test examples (repeats grouped)",
+        unit=unit,
         groups=groups,
         seeds="mean",
         n_boot=n_boot,
@@ -304,7 +305,6 @@ def paired_difference(
     scores_a = [table.statistic(r) for r in rows_a]
     scores_b = [table.statistic(r) for r in rows_b]
     per_seed = _by_seed(scores_a, n_seeds, "A") - _by_seed(scores_b, n_seeds, "B")
-    unit = "test examples" if groups is None else "test examples (repeats grouped)"
     over_examples = replace(over_examples, unit=unit)
     return with_seed_spread(over_examples, per_seed, seeds_unit=SEEDS_UNIT)
 
